@@ -1,0 +1,29 @@
+"""gunicorn settings for the webhook service (`gunicorn -c gunicorn.conf.py wsgi:app`)."""
+import multiprocessing
+import os
+
+bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
+# Sync workers: a delivery is one short transaction, and each worker keeps
+# its own small pool (WEBHOOK_POOL_MAX_SIZE, default 2).
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "sync")
+threads = int(os.environ.get("GUNICORN_THREADS", "1"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+graceful_timeout = 20
+keepalive = 5
+# Stripe's headers are small; refuse anything that is not a webhook early.
+limit_request_line = 4094
+limit_request_fields = 50
+limit_request_field_size = 8190
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+
+
+def on_starting(server):
+    # Resolve the database once in the master so that, with DATABASE_URL
+    # unset, workers share one embedded server instead of racing to start it.
+    from webhooks.config import Settings
+    from webhooks.db import database_url
+
+    os.environ["DATABASE_URL"] = database_url(Settings.from_env())

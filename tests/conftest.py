@@ -1,0 +1,186 @@
+"""Fixtures: a real PostgreSQL, a fresh schema per test, the app, a real gunicorn."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import requests
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from webhooks import migrate, samples, signature
+from webhooks.app import create_app
+from webhooks.config import Settings
+from webhooks.db import embedded_database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "whsec_test_primary_0123456789"
+OTHER_SECRET = "whsec_test_secondary_9876543210"
+LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
+
+
+def _reachable(url: str) -> bool:
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    """DATABASE_URL, else the machine's server, else an embedded one."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    if _reachable(LOCAL_SERVER):
+        return LOCAL_SERVER
+    return embedded_database_url(ROOT / ".data" / "pg-test")
+
+
+@pytest.fixture
+def database_url(server_url: str):
+    """A libpq conninfo whose search_path is a schema made for this test alone."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    options = conninfo_to_dict(server_url).get("options", "")
+    url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
+    migrate.migrate(url)
+    yield url
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def db(database_url: str):
+    """An autocommit connection for assertions, outside the service's pool."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+def test_env(database_url: str, **extra) -> dict[str, str]:
+    return {
+        "DATABASE_URL": database_url,
+        "STRIPE_WEBHOOK_SECRET": f"{SECRET},{OTHER_SECRET}",
+        "WEBHOOK_HANDLER_MODULES": "tests.handlers",
+        **{k: str(v) for k, v in extra.items()},
+    }
+
+
+@pytest.fixture
+def make_app(database_url: str):
+    apps = []
+
+    def make(**extra):
+        # Pool sized for the thread storms: each thread needs its own connection.
+        env = test_env(database_url, WEBHOOK_POOL_MAX_SIZE=40, **extra)
+        app = create_app(Settings.from_env(env))
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["webhooks.pool"].close()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> dict:
+    return {
+        "Stripe-Signature": signature.sign(body, secret, timestamp),
+        "Content-Type": "application/json; charset=utf-8",
+    }
+
+
+def post_event(client, evt: dict | bytes, **sign_kwargs):
+    body = evt if isinstance(evt, bytes) else samples.encode(evt)
+    return client.post("/webhooks/stripe", data=body, headers=signed_headers(body, **sign_kwargs))
+
+
+def scripted_event(**script) -> dict:
+    return samples.event("test.scripted", {"id": samples.stripe_id("obj"), **script})
+
+
+def table_counts(db) -> dict[str, int]:
+    return {
+        table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table in ("webhook_events", "webhook_failures", "fulfilments")
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Gunicorn:
+    def __init__(self, env: dict[str, str]):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(ROOT / ".data" / f"gunicorn-{self.port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+            cwd=ROOT,
+            env={**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(self.port)},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.output()
+            try:
+                if requests.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(self.output())
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def gunicorn(database_url: str):
+    (ROOT / ".data").mkdir(exist_ok=True)
+    servers = []
+
+    def start(**extra) -> Gunicorn:
+        server = Gunicorn(test_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def load_json(response) -> dict:
+    return json.loads(response.data if hasattr(response, "data") else response.content)

@@ -1,0 +1,64 @@
+"""Only deliveries the provider provably signed reach the ledger."""
+import time
+
+import pytest
+
+from tests.conftest import OTHER_SECRET, SECRET, post_event, signed_headers, table_counts
+from webhooks import samples, signature
+
+NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
+
+
+@pytest.fixture
+def paid_event():
+    return samples.payment_events()[1]
+
+
+def _post(client, body: bytes, headers: dict):
+    return client.post("/webhooks/stripe", data=body, headers=headers)
+
+
+def test_valid_signature_is_accepted(client, db, paid_event):
+    assert post_event(client, paid_event).status_code == 200
+    assert table_counts(db)["fulfilments"] == 1
+
+
+def test_second_of_two_configured_secrets_is_accepted(client, db, paid_event):
+    assert post_event(client, paid_event, secret=OTHER_SECRET).status_code == 200
+    assert table_counts(db)["webhook_events"] == 1
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["wrong_secret", "stale", "future", "missing", "tampered", "non_ascii_v1", "garbage", "not_utf8"],
+)
+def test_unverifiable_delivery_is_refused_and_writes_nothing(client, db, paid_event, case):
+    body = samples.encode(paid_event)
+    headers = signed_headers(body)
+    if case == "wrong_secret":
+        headers = signed_headers(body, secret="whsec_someone_else")
+    elif case == "stale":
+        headers = signed_headers(body, timestamp=int(time.time()) - 301)
+    elif case == "future":
+        headers = signed_headers(body, timestamp=int(time.time()) + 3600)
+    elif case == "missing":
+        del headers["Stripe-Signature"]
+    elif case == "tampered":
+        body = body.replace(b'"amount_received": 3000', b'"amount_received": 3')
+    elif case == "non_ascii_v1":
+        headers["Stripe-Signature"] = f"t={int(time.time())},v1=é" + "a" * 63
+    elif case == "garbage":
+        headers["Stripe-Signature"] = "t=abc,v1"
+    elif case == "not_utf8":
+        body = b"\xff\xfe" + body
+        headers = {"Stripe-Signature": f"t={int(time.time())},v1=" + "0" * 64}
+    response = _post(client, body, headers)
+    assert response.status_code == 400
+    assert response.get_json()["error"] == "invalid_signature"
+    assert table_counts(db) == NOTHING
+
+
+def test_verify_rejects_when_no_secret_is_configured():
+    body = b"{}"
+    with pytest.raises(signature.InvalidSignature):
+        signature.verify(body, signature.sign(body, SECRET), [], 300)

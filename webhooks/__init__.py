@@ -1,0 +1,1 @@
+"""Exactly-once Stripe webhook ingestion on PostgreSQL."""

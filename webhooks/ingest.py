@@ -1,0 +1,85 @@
+"""The transaction boundary: one delivery, one connection, one transaction.
+
+Claim, fulfilment and completion commit together or not at all, so a 200 is
+only ever sent for committed effects and a failure leaves no claim behind for
+the provider's retry to trip over.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import structlog
+from psycopg import errors
+from psycopg_pool import ConnectionPool
+
+from . import fulfilment, ledger
+from .db import is_unavailable
+from .events import Event, InvalidEvent
+
+log = structlog.get_logger(__name__)
+
+# A claim can vanish between our INSERT and SELECT (rolled back or pruned);
+# looking again settles it, and after this many looks the provider's retry will.
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+    outcome: str
+    replayed: bool = False
+
+
+def json_body(**fields) -> str:
+    return json.dumps(fields, separators=(",", ":"))
+
+
+IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
+
+
+def deliver(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+    try:
+        for _ in range(_ATTEMPTS):
+            try:
+                answer = _claim_and_fulfil(pool, provider, event)
+            except errors.UniqueViolation:
+                # A duplicate committed a write our handler made without
+                # ON CONFLICT; a fresh attempt sees it and answers from it.
+                continue
+            if answer is not None:
+                return answer
+        return IN_PROGRESS
+    except errors.LockNotAvailable:
+        return IN_PROGRESS
+    except InvalidEvent as exc:
+        return Answer(400, json_body(error="invalid_event", detail=str(exc)), "invalid")
+    except Exception as exc:
+        _record_failure(pool, provider, event, exc)
+        if is_unavailable(exc):
+            return Answer(503, json_body(error="database_unavailable"), "unavailable")
+        return Answer(500, json_body(error="fulfilment_failed"), "failed")
+
+
+def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answer | None:
+    with pool.connection() as conn, conn.transaction():
+        ledger_id = ledger.claim(conn, provider, event)
+        if ledger_id is None:
+            stored = ledger.stored_answer(conn, provider, event.id)
+            if stored is None:
+                return None
+            return Answer(stored.status, stored.body, "replayed", replayed=True)
+        outcome = fulfilment.run(conn, event)
+        stored = ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
+        ledger.complete(conn, ledger_id, outcome, stored)
+    return Answer(stored.status, stored.body, outcome)
+
+
+def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exception) -> None:
+    log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
+    try:
+        with pool.connection(timeout=1.0) as conn, conn.transaction():
+            ledger.record_failure(conn, provider, event, exc)
+    except Exception as record_exc:
+        log.error("failure_not_recorded", event_id=event.id, error=type(record_exc).__name__)

@@ -1,0 +1,99 @@
+"""The webhook_events ledger: claiming an event id, completing it, reading it back.
+
+Every function takes a connection already inside the caller's transaction,
+except `record_failure`, which must not be (see its docstring).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+from .events import Event
+
+_CLAIM = """
+INSERT INTO webhook_events
+    (provider, event_id, event_type, account, livemode, event_created, payload)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id
+"""
+
+_STORED = """
+SELECT status, response_status, response_body
+FROM webhook_events
+WHERE provider = %s AND event_id = %s
+"""
+
+_COMPLETE = """
+UPDATE webhook_events
+SET status = 'completed', outcome = %s, response_status = %s,
+    response_body = %s, completed_at = now()
+WHERE id = %s
+"""
+
+_RECORD_FAILURE = """
+INSERT INTO webhook_failures
+    (provider, event_id, event_type, error_class, error_message, payload)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The answer given when the event was completed."""
+
+    status: int
+    body: str
+
+
+def claim(conn: psycopg.Connection, provider: str, event: Event) -> int | None:
+    """Insert the ledger row; its id, or None when the event id is taken.
+
+    If another transaction holds an uncommitted claim on the same id, this
+    blocks until that transaction ends or the session's lock_timeout fires
+    (LockNotAvailable), which is what bounds a duplicate's wait.
+    """
+    row = conn.execute(
+        _CLAIM,
+        [
+            provider,
+            event.id,
+            event.type,
+            event.account,
+            event.livemode,
+            event.created,
+            event.raw,
+        ],
+    ).fetchone()
+    return row[0] if row else None
+
+
+def stored_answer(conn: psycopg.Connection, provider: str, event_id: str) -> Stored | None:
+    """The completed answer for an event, or None if there is no completed row.
+
+    None is a normal result: the row that beat our claim can have been pruned
+    or (if it was never committed) be gone by the time we look.
+    """
+    row = conn.execute(_STORED, [provider, event_id]).fetchone()
+    if row is None or row[0] != "completed":
+        return None
+    return Stored(status=row[1], body=row[2])
+
+
+def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
+    conn.execute(_COMPLETE, [outcome, stored.status, stored.body, ledger_id])
+
+
+def record_failure(
+    conn: psycopg.Connection, provider: str, event: Event, error: BaseException
+) -> None:
+    """Write a failed attempt on `conn`, which must not be in the aborted claim.
+
+    A write inside the transaction that failed is refused (25P02) or rolled
+    back with it; this has to be its own transaction on a healthy connection.
+    """
+    conn.execute(
+        _RECORD_FAILURE,
+        [provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw],
+    )

@@ -1,0 +1,102 @@
+"""Realistic Stripe events for tests, replays and load tests.
+
+Each payment yields the events Stripe sends for one Checkout card payment:
+checkout.session.completed, payment_intent.succeeded and charge.succeeded,
+sharing the payment intent id as real deliveries do.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import time
+from typing import Any
+
+API_VERSION = "2026-06-24.dahlia"
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def stripe_id(prefix: str, length: int = 24) -> str:
+    return prefix + "_" + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def event(event_type: str, obj: dict[str, Any], created: int | None = None, **envelope) -> dict:
+    request_id = stripe_id("req", 14)
+    return {
+        "id": stripe_id("evt"),
+        "object": "event",
+        "api_version": API_VERSION,
+        "created": int(time.time()) if created is None else created,
+        "data": {"object": obj},
+        "livemode": obj.get("livemode", False),
+        "pending_webhooks": 1,
+        "request": {"id": request_id, "idempotency_key": stripe_id("ik", 16)},
+        "type": event_type,
+        **envelope,
+    }
+
+
+def payment_events(amount: int = 3000, currency: str = "usd", created: int | None = None) -> list[dict]:
+    """The three events of one paid Checkout session, in Stripe's usual order."""
+    created = int(time.time()) if created is None else created
+    stem = "".join(secrets.choice(_ALPHABET) for _ in range(24))
+    intent_id, charge_id = f"pi_{stem}", f"ch_{stem}"
+    customer = stripe_id("cus", 14)
+    session = {
+        "id": stripe_id("cs_test", 58),
+        "object": "checkout.session",
+        "amount_subtotal": amount,
+        "amount_total": amount,
+        "client_reference_id": stripe_id("order", 8),
+        "created": created - 60,
+        "currency": currency,
+        "customer": customer,
+        "customer_details": {"email": "jenny.rosen@example.com", "name": "Jenny Rosen"},
+        "livemode": False,
+        "metadata": {},
+        "mode": "payment",
+        "payment_intent": intent_id,
+        "payment_status": "paid",
+        "status": "complete",
+    }
+    intent = {
+        "id": intent_id,
+        "object": "payment_intent",
+        "amount": amount,
+        "amount_received": amount,
+        "created": created - 5,
+        "currency": currency,
+        "customer": customer,
+        "latest_charge": charge_id,
+        "livemode": False,
+        "metadata": {},
+        "payment_method": stripe_id("pm"),
+        "status": "succeeded",
+    }
+    charge = {
+        "id": charge_id,
+        "object": "charge",
+        "amount": amount,
+        "amount_captured": amount,
+        "amount_refunded": 0,
+        "balance_transaction": f"txn_{stem}",
+        "captured": True,
+        "created": created - 4,
+        "currency": currency,
+        "customer": customer,
+        "livemode": False,
+        "paid": True,
+        "payment_intent": intent_id,
+        "refunded": False,
+        "status": "succeeded",
+    }
+    return [
+        event("checkout.session.completed", session, created),
+        event("payment_intent.succeeded", intent, created),
+        event("charge.succeeded", charge, created),
+    ]
+
+
+def encode(evt: dict) -> bytes:
+    """The body bytes as Stripe sends them (pretty-printed JSON)."""
+    return (json.dumps(evt, indent=2) + "\n").encode("utf-8")
