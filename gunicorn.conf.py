@@ -15,6 +15,8 @@ keepalive = 5
 limit_request_line = 4094
 limit_request_fields = 50
 limit_request_field_size = 8190
+# Several instances (tests, benchmarks, hosts) must be able to share a machine.
+control_socket_disable = True
 accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")

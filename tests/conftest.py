@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -134,7 +135,8 @@ class Gunicorn:
     def __init__(self, env: dict[str, str]):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(ROOT / ".data" / f"gunicorn-{self.port}.log", "w+")
+        self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
             cwd=ROOT,
@@ -157,19 +159,17 @@ class Gunicorn:
         raise TimeoutError(self.output())
 
     def output(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
+        return self.log_path.read_text()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
         self.log.close()
 
 
 @pytest.fixture
 def gunicorn(database_url: str):
-    (ROOT / ".data").mkdir(exist_ok=True)
     servers = []
 
     def start(**extra) -> Gunicorn:

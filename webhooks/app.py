@@ -54,16 +54,23 @@ def _error(status: int, error: str, detail: str | None = None) -> Response:
 def _read_body(limit: int) -> bytes | None:
     """The raw body, or None when it exceeds `limit`.
 
-    Reads one byte past the limit: a chunked body has no Content-Length for
-    Flask to refuse, and get_data() would silently truncate it.
+    Reads until one byte past the limit: a chunked body has no Content-Length
+    to refuse up front, Werkzeug's own cap truncates it silently, and a single
+    read() may return only part of any body.
     """
     if request.content_length is not None and request.content_length > limit:
         return None
+    chunks, size = [], 0
     try:
-        body = request.stream.read(limit + 1)
+        while size <= limit:
+            chunk = request.stream.read(limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
     except RequestEntityTooLarge:
         return None
-    return None if len(body) > limit else body
+    return None if size > limit else b"".join(chunks)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -72,7 +79,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     for module in settings.handler_modules:
         importlib.import_module(module)
     app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    # One byte of slack so _read_body, not Werkzeug, sees and refuses the overflow.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     pool = _LazyPool(settings)
     app.extensions["webhooks.pool"] = pool
 

@@ -1,0 +1,61 @@
+"""Released-together concurrent deliveries, each sender with its own connection."""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Result:
+    status: int
+    seconds: float
+    replayed: bool
+
+
+def release_together(senders: list[Callable[[], object]]) -> list[Result]:
+    """Run each sender on its own thread, all released by one barrier."""
+    barrier = threading.Barrier(len(senders))
+    results: list[Result | BaseException] = [None] * len(senders)
+
+    def run(i: int, send: Callable[[], object]) -> None:
+        barrier.wait()
+        started = time.perf_counter()
+        try:
+            response = send()
+            results[i] = Result(
+                response.status_code,
+                time.perf_counter() - started,
+                response.headers.get("Idempotent-Replayed") == "true",
+            )
+        except BaseException as exc:  # surfaced by the caller's assertion
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, s)) for i, s in enumerate(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, errors
+    return results
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[int(pct) - 1]
+
+
+def summary(results: list[Result]) -> str:
+    by_status: dict[int, int] = {}
+    for r in results:
+        by_status[r.status] = by_status.get(r.status, 0) + 1
+    parts = [f"statuses={dict(sorted(by_status.items()))}", f"replayed={sum(r.replayed for r in results)}"]
+    for label, group in (("409", [r for r in results if r.status == 409]), ("replay", [r for r in results if r.replayed])):
+        ms = [r.seconds * 1000 for r in group]
+        if ms:
+            parts.append(f"{label}_ms_p50={percentile(ms, 50):.1f} {label}_ms_p99={percentile(ms, 99):.1f}")
+    return " ".join(parts)
