@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import migrate
+from . import loadtest, migrate, replay
 from .config import Settings
 from .db import database_url
 
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, help="listen port (default: $PORT or 8000)")
     serve.set_defaults(func=_serve)
+    replay.register(commands)
+    loadtest.register(commands)
     return parser
 
 

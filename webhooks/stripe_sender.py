@@ -1,0 +1,34 @@
+"""Requests shaped like Stripe's own deliveries, for replays and load tests.
+
+The Stripe CLI (`stripe listen --forward-to`) forwards the headers Stripe's
+servers set on a webhook delivery; these are the ones a handler can see.
+"""
+from __future__ import annotations
+
+import os
+
+from . import signature
+from .config import Settings
+
+WEBHOOK_PATH = "/webhooks/stripe"
+STRIPE_HEADERS = {
+    "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+    "Content-Type": "application/json; charset=utf-8",
+    "Accept": "*/*; q=0.5, application/xml",
+    "Cache-Control": "no-cache",
+}
+
+
+def headers(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
+    """Stripe's headers for `body`, signed now (or at `timestamp`) with `secret`."""
+    return {**STRIPE_HEADERS, "Stripe-Signature": signature.sign(body, secret, timestamp)}
+
+
+def default_secret() -> str | None:
+    """The first configured secret: the one a local service verifies with."""
+    secrets = Settings.from_env().webhook_secrets
+    return secrets[0] if secrets else None
+
+
+def default_url() -> str:
+    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}{WEBHOOK_PATH}"
