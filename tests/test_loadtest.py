@@ -65,3 +65,19 @@ def test_retries_stop_at_the_budget(server, db):
     assert sorted(label for label, _ in result.attempts) == ["500"] * 4
     assert result.dropped == 2
     assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+
+
+def test_locustfile_load_passes_its_audit(server, database_url, db):
+    done = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", "locustfile.py", "--headless", "--only-summary",
+         "-u", "8", "-r", "8", "-t", "3s", "--host", server.url],
+        cwd=conftest.ROOT,
+        env={**conftest.test_env(database_url), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0
+    assert done.stdout.count("PASS") == 3
+    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] > 0

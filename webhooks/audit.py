@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import psycopg
 
+from . import samples
+from .app import PROVIDER
+
 _LEDGER = """
 SELECT count(*) FILTER (WHERE status = 'completed'),
        count(*) - count(DISTINCT event_id)
@@ -64,3 +67,11 @@ def audit(
             f"{fulfilled} fulfilment rows for {distinct} of {len(payment_ids)} payments",
         ),
     ]
+
+
+def audit_events(url: str, events: list[dict], first_answers: dict[str, int]) -> list[Check]:
+    """`audit` for Stripe events made by samples.payment_stream, on a new connection to `url`."""
+    event_ids = {evt["id"] for evt in events}
+    payment_ids = {samples.payment_id(evt) for evt in events}
+    with psycopg.connect(url, autocommit=True) as conn:
+        return audit(conn, PROVIDER, event_ids, payment_ids, first_answers)

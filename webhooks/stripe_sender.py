@@ -6,6 +6,8 @@ servers set on a webhook delivery; these are the ones a handler can see.
 from __future__ import annotations
 
 import os
+import random
+from dataclasses import dataclass
 
 from . import signature
 from .config import Settings
@@ -32,3 +34,21 @@ def default_secret() -> str | None:
 
 def default_url() -> str:
     return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}{WEBHOOK_PATH}"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Stripe's schedule (exponential backoff over days), scaled down to a test run."""
+
+    budget: int = 8
+    base_s: float = 0.05
+    cap_s: float = 2.0
+
+    def delay(self, failed_attempts: int) -> float:
+        # Full jitter: duplicates that failed together do not come back together.
+        return random.uniform(0, min(self.cap_s, self.base_s * 2 ** (failed_attempts - 1)))
+
+
+def retryable(status: int | None) -> bool:
+    """Whether Stripe would try again: no answer, 409 (in flight elsewhere) or 5xx."""
+    return status is None or status == 409 or status >= 500
