@@ -9,8 +9,13 @@ from webhooks import loadtest
 
 
 def run_command(server, database_url: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m webhooks ARGS` aimed at `server`, with the test's database and secrets."""
+    return _run(database_url, "webhooks", *args, "--url", server.url + "/webhooks/stripe")
+
+
+def _run(database_url: str, module: str, *args: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-m", "webhooks", *args, "--url", server.url + "/webhooks/stripe"],
+        [sys.executable, "-m", module, *args],
         cwd=conftest.ROOT,
         env={**conftest.test_env(database_url), "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -68,16 +73,10 @@ def test_retries_stop_at_the_budget(server, db):
 
 
 def test_locustfile_load_passes_its_audit(server, database_url, db):
-    done = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", "locustfile.py", "--headless", "--only-summary",
-         "-u", "8", "-r", "8", "-t", "3s", "--host", server.url],
-        cwd=conftest.ROOT,
-        env={**conftest.test_env(database_url), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = _run(
+        database_url, "locust", "-f", "locustfile.py", "--headless", "--only-summary",
+        "-u", "8", "-r", "8", "-t", "3s", "--host", server.url,
     )
-    print(done.stdout, done.stderr)
     assert done.returncode == 0
     assert done.stdout.count("PASS") == 3
     assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] > 0

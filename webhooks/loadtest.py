@@ -185,11 +185,8 @@ def throughput_table(result: Result, concurrency: int) -> str:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "loadtest",
-        help="deliver N events K times each over C connections, then audit the database",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = stripe_sender.command_parser(
+        subparsers, "loadtest", __doc__, help="deliver N events K times each over C connections, then audit the database"
     )
     parser.add_argument("--events", "-n", type=int, default=300, help="unique events (default %(default)s)")
     parser.add_argument(
@@ -213,14 +210,6 @@ def register(subparsers) -> None:
         type=int,
         default=Retry.budget,
         help="attempts per delivery before giving up (default %(default)s)",
-    )
-    parser.add_argument(
-        "--url", default=stripe_sender.default_url(), help="endpoint (default: %(default)s, from $PORT)"
-    )
-    parser.add_argument(
-        "--secret",
-        default=stripe_sender.default_secret(),
-        help="whsec_ signing secret (default: the first of $STRIPE_WEBHOOK_SECRET)",
     )
     parser.add_argument(
         "--no-audit",

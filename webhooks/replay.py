@@ -30,11 +30,8 @@ class Replayable:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "replay",
-        help="re-send events (JSON files or ledger rows) signed like Stripe",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = stripe_sender.command_parser(
+        subparsers, "replay", __doc__, help="re-send events (JSON files or ledger rows) signed like Stripe"
     )
     parser.add_argument("files", nargs="*", type=Path, help="event JSON files to send as they are")
     ledger_args = parser.add_argument_group(
@@ -45,14 +42,6 @@ def register(subparsers) -> None:
     ledger_args.add_argument("--since", type=datetime.fromisoformat, help="received at or after (ISO 8601)")
     ledger_args.add_argument("--until", type=datetime.fromisoformat, help="received before (ISO 8601)")
     ledger_args.add_argument("--limit", type=int, help="at most this many ledger events, oldest first")
-    parser.add_argument(
-        "--url", default=stripe_sender.default_url(), help="endpoint (default: %(default)s, from $PORT)"
-    )
-    parser.add_argument(
-        "--secret",
-        default=stripe_sender.default_secret(),
-        help="whsec_ signing secret (default: the first of $STRIPE_WEBHOOK_SECRET)",
-    )
     parser.add_argument("--times", type=int, default=1, help="send each event K times (default 1)")
     parser.set_defaults(func=run)
 

@@ -5,6 +5,7 @@ servers set on a webhook delivery; these are the ones a handler can see.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import random
 from dataclasses import dataclass
@@ -32,8 +33,22 @@ def default_secret() -> str | None:
     return secrets[0] if secrets else None
 
 
-def default_url() -> str:
-    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}{WEBHOOK_PATH}"
+def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand that sends to --url with --secret, by default the local service's."""
+    parser = subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--url",
+        default=f"http://127.0.0.1:{os.environ.get('PORT', '8000')}{WEBHOOK_PATH}",
+        help="endpoint (default: %(default)s, from $PORT)",
+    )
+    parser.add_argument(
+        "--secret",
+        default=default_secret(),
+        help="whsec_ signing secret (default: the first of $STRIPE_WEBHOOK_SECRET)",
+    )
+    return parser
 
 
 @dataclass(frozen=True)
