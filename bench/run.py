@@ -32,12 +32,15 @@ from psycopg.conninfo import make_conninfo
 from webhooks import audit, loadtest, samples
 from webhooks.loadtest import markdown_table, percentile
 
-from . import apps, cpu, pgbench, servers
+from . import apps, cpu, pgbench, profile, servers
 
 SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
 WARM_UP_EVENTS = 300
 ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big")
+# Environment that changes how the rows are served: shown with the results.
+_SETTINGS = ("WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS", "GUNICORN_CMD_ARGS",
+             "WEBHOOK_POOL_MAX_SIZE")
 
 _PREFILL = """
 INSERT INTO webhook_events
@@ -89,7 +92,7 @@ class Bench:
         self.args, self.empty, self.filled, self.workdir = args, empty, filled, workdir
         self.payload_bytes = int(statistics.mean(len(samples.encode(e)) for e in samples.payment_stream(300)))
         self.rates: dict[tuple, float] = {}  # last measured events/s, to size the next round
-        self.profile = args.profile
+        self.profile_pending = args.profile
 
     def titles(self) -> dict[str, str]:
         k, c = self.args.duplicates, self.args.concurrency
@@ -115,12 +118,16 @@ class Bench:
             measure.notes["double fulfilments"] = self._sql(self.empty, apps.DOUBLE_FULFILMENTS)[0][0]
             return measure
         conninfo = self.filled if row == "service_big" else self.empty
-        events, measure, result = self._http("wsgi:app", conninfo, k if row == "service_dup" else 1)
+        spy_output = None
+        if row == "service":
+            spy_output, self.profile_pending = self.profile_pending, None
+        duplicates = k if row == "service_dup" else 1
+        events, measure, result = self._http("wsgi:app", conninfo, duplicates, spy_output)
         checks = audit.audit_events(conninfo, events, result.first_answers)
         measure.notes["audit passed" if all(c.passed for c in checks) else "AUDIT FAILED"] += 1
         return measure
 
-    def _http(self, app: str, conninfo: str, duplicates: int):
+    def _http(self, app: str, conninfo: str, duplicates: int, spy_output: Path | None = None):
         """Start gunicorn, warm up, run for about --seconds; (events sent, measure, result)."""
         key = (app, conninfo, duplicates)
         name = f"bench-{os.getpid()}"
@@ -134,9 +141,8 @@ class Bench:
             rate = self.rates.get(key, warm.events_per_s)
             events = samples.payment_stream(max(WARM_UP_EVENTS, int(rate * self.args.seconds)))
             meter = cpu.Meter(cpu.children(pid), cpu.backends(conninfo, name))
-            with _py_spy(pid, self.profile if app == "wsgi:app" else None), meter:
+            with _py_spy(pid, spy_output), meter:
                 result = self._deliver(url, events, duplicates)
-            self.profile = None if app == "wsgi:app" else self.profile
         self.rates[key] = result.events_per_s
         return events, _measure(result, meter.used), result
 
@@ -224,11 +230,12 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
         if top in rows and all(b in rows for b in bottoms):
             values = [r[top].events_per_s / combine([r[b].events_per_s for b in bottoms]) for r in rounds]
             ratios.append([label, f"{statistics.median(values):.2f}", " / ".join(f"{v:.2f}" for v in values)])
-    workers = os.environ.get("WEB_CONCURRENCY", f"{2 * os.cpu_count() + 1} (2 x cores + 1)")
+    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
-        f"{os.cpu_count()} cores; gunicorn.conf.py with WEB_CONCURRENCY={workers}, worker class "
-        f"{os.environ.get('GUNICORN_WORKER_CLASS', 'sync')}; {args.concurrency} concurrent connections "
-        f"(pgbench: clients); {args.rounds} rounds of about {args.seconds} s per row; medians over rounds"
+        f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
+        + (f" with {', '.join(overrides)}" if overrides else " (sync workers, 2 x cores + 1)")
+        + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
+        f"about {args.seconds} s per row; medians over rounds"
     )
     return "\n\n".join([
         markdown_table(["row", "unique events/s", "deliveries/s", "p99 ms", "per round",
@@ -259,4 +266,6 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
     print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
     print(render(args, bench.titles(), rounds))
+    if args.profile:
+        print(profile.summary(args.profile))
     return 0
