@@ -71,9 +71,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", "-c", type=int, default=16,
                         help="HTTP connections and pgbench clients (default %(default)s)")
-    parser.add_argument("--seconds", type=int, default=5,
+    parser.add_argument("--seconds", type=int, default=3,
                         help="length of a row in one round (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (default %(default)s)")
     parser.add_argument("--duplicates", "-k", type=int, default=4,
                         help="deliveries per event in the duplicate rows (default %(default)s)")
     parser.add_argument("--ledger-rows", type=int, default=1_000_000,

@@ -22,9 +22,9 @@ import aiohttp
 from tqdm import tqdm
 
 from . import audit, samples, stripe_sender
-from .stripe_sender import Retry, retryable
 from .config import Settings
 from .db import database_url
+from .stripe_sender import Retry, retryable
 
 # Stripe waits longer than any delivery should take before it counts a timeout.
 REQUEST_TIMEOUT_S = 30.0
@@ -57,7 +57,7 @@ class Result:
         return self.events / self.elapsed_s
 
     def latencies_ms(self, label: str | None = None) -> list[float]:
-        return sorted(s * 1000 for l, s in self.attempts if label is None or l == label)
+        return sorted(s * 1000 for answer, s in self.attempts if label in (None, answer))
 
 
 def plan(events: list[dict], duplicates: int, together: bool) -> list[Delivery]:
@@ -94,7 +94,7 @@ async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, re
     unfinished = len(deliveries)
     all_done = asyncio.Event()
 
-    def finish(delivery: Delivery, status: int | None) -> None:
+    def finish(status: int | None) -> None:
         nonlocal unfinished
         if status is None or not 200 <= status < 300:
             result.dropped += 1
@@ -114,7 +114,7 @@ async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, re
                 # The retry waits off the connection, as Stripe's does.
                 loop.call_later(retry.delay(delivery.attempts), queue.put_nowait, delivery)
             else:
-                finish(delivery, status)
+                finish(status)
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
@@ -188,12 +188,12 @@ def register(subparsers) -> None:
     parser = stripe_sender.command_parser(
         subparsers, "loadtest", __doc__, help="deliver N events K times each over C connections, then audit the database"
     )
-    parser.add_argument("--events", "-n", type=int, default=300, help="unique events (default %(default)s)")
+    parser.add_argument("--events", "-n", type=stripe_sender.positive_int, default=300, help="unique events (default %(default)s)")
     parser.add_argument(
-        "--duplicates", "-k", type=int, default=4, help="deliveries of each event (default %(default)s)"
+        "--duplicates", "-k", type=stripe_sender.positive_int, default=4, help="deliveries of each event (default %(default)s)"
     )
     parser.add_argument(
-        "--concurrency", "-c", type=int, default=16, help="concurrent connections (default %(default)s)"
+        "--concurrency", "-c", type=stripe_sender.positive_int, default=16, help="concurrent connections (default %(default)s)"
     )
     parser.add_argument(
         "--order",
@@ -207,7 +207,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--retry-budget",
-        type=int,
+        type=stripe_sender.positive_int,
         default=Retry.budget,
         help="attempts per delivery before giving up (default %(default)s)",
     )

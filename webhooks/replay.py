@@ -42,7 +42,7 @@ def register(subparsers) -> None:
     ledger_args.add_argument("--since", type=datetime.fromisoformat, help="received at or after (ISO 8601)")
     ledger_args.add_argument("--until", type=datetime.fromisoformat, help="received before (ISO 8601)")
     ledger_args.add_argument("--limit", type=int, help="at most this many ledger events, oldest first")
-    parser.add_argument("--times", type=int, default=1, help="send each event K times (default 1)")
+    parser.add_argument("--times", type=stripe_sender.positive_int, default=1, help="send each event K times (default 1)")
     parser.set_defaults(func=run)
 
 

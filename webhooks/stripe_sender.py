@@ -33,6 +33,13 @@ def default_secret() -> str | None:
     return secrets[0] if secrets else None
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.ArgumentParser:
     """A subcommand that sends to --url with --secret, by default the local service's."""
     parser = subparsers.add_parser(
