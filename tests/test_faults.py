@@ -20,6 +20,7 @@ import psycopg
 import pytest
 import requests
 from psycopg.conninfo import make_conninfo
+from psycopg_pool import PoolTimeout
 
 from tests.conftest import Gunicorn, migrated_schema, scripted_event, service_env
 from tests.provider import (
@@ -32,6 +33,8 @@ from tests.provider import (
     status_counts,
 )
 from tests.reliability import sized
+from webhooks.config import Settings
+from webhooks.db import open_pool
 
 EXACTLY_ONCE = "every delivery 2xx after retries; every event completed; each payment fulfilled exactly once"
 
@@ -386,3 +389,40 @@ def test_statement_timeout_answers_503_records_the_failure_and_the_retry_succeed
         first_answer_ms=first.seconds * 1000,
     )
 
+
+def _try_connection(pool, timeout: float) -> bool:
+    try:
+        with pool.connection(timeout=timeout) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except (PoolTimeout, psycopg.OperationalError):
+        return False
+
+
+def test_pool_connects_promptly_once_postgres_is_back(private_server, private_database_url, figures):
+    """psycopg_pool doubles its reconnect delay (1, 2, 4, 8 s...) for as long as the
+    server is down; unbounded, an outage of D seconds kept the service down up to 2D."""
+    wait_s, down_s = 0.5, 4.0
+    settings = Settings.from_env(service_env(private_database_url, WEBHOOK_POOL_TIMEOUT_SECONDS=wait_s))
+    pool = open_pool(settings)
+    try:
+        assert _try_connection(pool, timeout=5)
+        socket_dir = _stop(private_server)
+        down_until = time.monotonic() + down_s
+        while time.monotonic() < down_until:  # requests keep coming during the outage
+            assert not _try_connection(pool, wait_s)
+        _start(private_server, socket_dir)
+        back_at = time.monotonic()
+        while not _try_connection(pool, wait_s):
+            assert time.monotonic() - back_at < 30
+        served_after = time.monotonic() - back_at
+    finally:
+        pool.close()
+    assert served_after < 1.5
+    figures.record(
+        f"PostgreSQL down {down_s:.0f} s while requests keep arriving (pool wait {wait_s} s)",
+        "the pool's reconnect attempts stay bounded by the pool wait, so the first request "
+        "after PostgreSQL is back gets a connection at once",
+        f"first connection {served_after * 1000:.0f} ms after PostgreSQL was back",
+        served_after_s=served_after,
+    )

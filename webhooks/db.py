@@ -55,6 +55,10 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         # Without a check, a connection killed by the server is handed out
         # and the request fails; measured: 4 of 8 after pg_terminate_backend.
         check=ConnectionPool.check_connection,
+        # While the server is down psycopg_pool doubles its reconnect delay
+        # (1, 2, 4, 8 s...), so an outage of D seconds kept us down up to 2D.
+        # Giving up after one pool wait lets the next request try at once.
+        reconnect_timeout=settings.pool_timeout_s,
         configure=_configure(session_settings(settings)),
         kwargs={"autocommit": True},
         name=f"webhooks-{os.getpid()}",
