@@ -37,12 +37,17 @@ def session_settings(settings: Settings) -> dict[str, str]:
     }
 
 
-def _configure(values: dict[str, str]):
-    # `SET x = %s` is not valid with server-side parameters; set_config is.
-    sql = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in values)
+# `SET x = %s` is not valid with server-side parameters; set_config is, and
+# taking names as parameters too keeps this statement free of built-up SQL.
+_CONFIGURE = """
+SELECT set_config(name, value, false)
+FROM unnest(%s::text[], %s::text[]) AS setting (name, value)
+"""
 
+
+def _configure(values: dict[str, str]):
     def configure(conn: psycopg.Connection) -> None:
-        conn.execute(sql, list(values.values()))
+        conn.execute(_CONFIGURE, [list(values), list(values.values())])
 
     return configure
 
