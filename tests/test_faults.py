@@ -172,14 +172,15 @@ def test_terminated_backends_heal_and_lose_nothing(gunicorn, named_url, app_name
     first_kill, last_kill = kills[0][0], kills[-1][0]
     # Only requests that had a connection when it was killed can fail; the
     # pool checks every connection it hands out after that.
-    assert all(first_kill - 30 < a.started < last_kill + 1.0 for a in failed)
+    assert all(a.started < last_kill + 1.0 for a in failed)
     figures.record(
         "pg_terminate_backend on all the service's connections, "
         f"{len(kills)} times 0.1 s apart, under load",
         "answers are 503 only for requests caught by a kill, the pool reconnects; " + EXACTLY_ONCE,
         f"{sum(k for _, k in kills)} backends terminated; {len(failed)} of "
         f"{len(attempts(deliveries))} attempts answered 503, the last of them begun "
-        f"{_offset_ms(max((a.started for a in failed), default=first_kill) - last_kill)} the last kill; "
+        f"{_offset_ms(max((a.started for a in failed), default=first_kill) - last_kill)} the last kill, "
+        f"the slowest after {max((a.seconds for a in failed), default=0):.2f} s; "
         f"{len(payment_ids)} payments fulfilled once",
         terminated=sum(k for _, k in kills),
         failed=len(failed),
