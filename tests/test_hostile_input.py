@@ -37,7 +37,7 @@ def test_hostile_input_catalogue_is_refused_with_its_status_and_writes_nothing(
             written = {t: after[t] - before[t] for t in after if after[t] != before[t]}
             figures.record(
                 case.name,
-                f"{case.status} {case.error or '(gunicorn)'}; "
+                f"{case.status} {case.error or ('from gunicorn' if case.status >= 400 else '')}; "
                 + (f"writes exactly {case.writes}" if case.writes else "ledger and fulfilments unchanged"),
                 f"{status} {error_of(body) or ''}; rows written: {written or 'none'}",
             )
