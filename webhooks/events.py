@@ -16,6 +16,14 @@ from typing import Any
 class InvalidEvent(Exception):
     """The body is not a Stripe event we can claim; the reason is safe to show."""
 
+    error = "invalid_event"
+
+
+class LivemodeMismatch(InvalidEvent):
+    """A live event at a test-mode service, or the reverse."""
+
+    error = "livemode_mismatch"
+
 
 # Stripe ids are short ASCII tokens; anything else (a NUL, a megabyte) is
 # refused here so it never reaches SQL.
@@ -85,3 +93,10 @@ def _created(value: Any) -> datetime | None:
         except ValueError:
             return None
     return None
+
+
+def require_mode(event: Event, mode: str) -> None:
+    """Refuse an event from the other Stripe mode (or one that does not say)."""
+    if event.livemode is not (mode == "live"):
+        stated = "missing" if event.livemode is None else str(event.livemode).lower()
+        raise LivemodeMismatch(f"event livemode is {stated}, service runs in {mode} mode")
