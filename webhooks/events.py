@@ -48,6 +48,11 @@ class Event:
         obj = (self.data.get("data") or {}).get("object")
         return obj if isinstance(obj, dict) else {}
 
+    @property
+    def account_key(self) -> str:
+        """The Connect account that scopes this event's keys; '' for the platform."""
+        return self.account or ""
+
 
 def require_id(value: Any, what: str) -> str:
     """`value` if it is a usable Stripe id; InvalidEvent naming `what` otherwise."""

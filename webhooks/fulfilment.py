@@ -23,7 +23,7 @@ _FULFIL = """
 INSERT INTO fulfilments
     (payment_id, provider, account, event_id, event_type, amount, currency)
 VALUES (%s, 'stripe', %s, %s, %s, %s, %s)
-ON CONFLICT (payment_id) DO NOTHING
+ON CONFLICT (payment_id, account) DO NOTHING
 RETURNING id
 """
 
@@ -52,7 +52,7 @@ def fulfil_payment(
     """
     require_id(payment_id, "payment id")
     row = conn.execute(
-        _FULFIL, [payment_id, event.account, event.id, event.type, amount, currency]
+        _FULFIL, [payment_id, event.account_key, event.id, event.type, amount, currency]
     ).fetchone()
     return FULFILLED if row else ALREADY_FULFILLED
 
