@@ -153,7 +153,7 @@ class Gunicorn:
             try:
                 if requests.get(self.url + "/readyz", timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # workers still booting
                 pass
             time.sleep(0.1)
         raise TimeoutError(self.output())
