@@ -175,7 +175,7 @@ class Gunicorn:
                 if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
                     return
             except requests.RequestException:
-                pass  # not listening yet, or a worker still opening its pool
+                pass  # not listening yet, or a worker still booting or opening its pool
             time.sleep(0.1)
         raise TimeoutError(self.output())
 

@@ -169,6 +169,12 @@ CATALOGUE = [
     Case("signed event whose data is not an object", _event_with("data", True), **BAD_EVENT),
     Case("signed event without data.object", _event_with("data", {"previous_attributes": {}}), **BAD_EVENT),
     Case("signed event id with a NUL", _event_with("id", "evt_1\x00"), **BAD_EVENT),
+    Case(
+        "signed live-mode event at a test-mode service (STRIPE_MODE=test)",
+        _event_with("livemode", True),
+        status=400,
+        error="livemode_mismatch",
+    ),
     Case("signed event id of 1000 characters", _event_with("id", "evt_" + "a" * 996), **BAD_EVENT),
     Case("signed body over 512 KiB (Content-Length)", lambda e: signed(_oversized(e)), status=413,
          error="body_too_large"),
