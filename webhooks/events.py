@@ -51,8 +51,7 @@ class Event:
     @property
     def object(self) -> dict[str, Any]:
         """`data.object` of a snapshot event ({} for a thin event)."""
-        obj = (self.data.get("data") or {}).get("object")
-        return obj if isinstance(obj, dict) else {}
+        return _data_object(self.data) or {}
 
     @property
     def account_key(self) -> str:
@@ -79,6 +78,9 @@ def parse(raw: str) -> Event:
         raise InvalidEvent("body is not JSON") from None
     if not isinstance(data, dict) or data.get("object") not in _EVENT_OBJECTS:
         raise InvalidEvent("body is not a Stripe event object")
+    if data["object"] == "event" and _data_object(data) is None:
+        # Every snapshot event carries its object; a handler must not crash on one that does not.
+        raise InvalidEvent("event has no data.object")
     event_id = require_id(data.get("id"), "id")
     event_type = data.get("type")
     if not isinstance(event_type, str) or not _TYPE.fullmatch(event_type):
@@ -99,6 +101,12 @@ def parse(raw: str) -> Event:
         raw=raw,
         data=data,
     )
+
+
+def _data_object(data: dict[str, Any]) -> dict[str, Any] | None:
+    payload = data.get("data")
+    obj = payload.get("object") if isinstance(payload, dict) else None
+    return obj if isinstance(obj, dict) else None
 
 
 def timestamp(value: Any) -> datetime | None:
