@@ -5,10 +5,12 @@ outcome word stored in the ledger. Register one with `@handles("type")`.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import psycopg
 
+from . import outbox
 from .events import Event, require_id
 
 Handler = Callable[[psycopg.Connection, Event], str]
@@ -18,6 +20,8 @@ IGNORED = "ignored"
 FULFILLED = "fulfilled"
 ALREADY_FULFILLED = "already_fulfilled"
 AWAITING_PAYMENT = "awaiting_payment"
+# The outbox kind that tells the shop to ship: one per fulfilled payment.
+ORDER_FULFILLED = "order.fulfilled"
 
 _FULFIL = """
 INSERT INTO fulfilments
@@ -37,6 +41,12 @@ def handles(*event_types: str) -> Callable[[Handler], Handler]:
     return register
 
 
+def load(modules: tuple[str, ...]) -> None:
+    """Import handler modules so their @handles decorators register."""
+    for module in modules:
+        importlib.import_module(module)
+
+
 def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     return handler(conn, event) if handler else IGNORED
@@ -54,7 +64,23 @@ def fulfil_payment(
     row = conn.execute(
         _FULFIL, [payment_id, event.account, event.id, event.type, amount, currency]
     ).fetchone()
-    return FULFILLED if row else ALREADY_FULFILLED
+    if row is None:
+        return ALREADY_FULFILLED
+    # Same transaction: the notice exists exactly when the fulfilment does.
+    outbox.enqueue(
+        conn,
+        ORDER_FULFILLED,
+        {
+            "payment_id": payment_id,
+            "account": event.account,
+            "event_id": event.id,
+            "event_type": event.type,
+            "amount": amount,
+            "currency": currency,
+        },
+        idempotency_key=f"{ORDER_FULFILLED}:{payment_id}",
+    )
+    return FULFILLED
 
 
 @handles("checkout.session.completed")
