@@ -153,8 +153,8 @@ class Gunicorn:
             try:
                 if requests.get(self.url + "/readyz", timeout=1).status_code == 200:
                     return
-            except (requests.ConnectionError, requests.Timeout):
-                pass  # still booting: workers import the app before they answer
+            except (requests.ConnectionError, requests.Timeout):  # workers still booting
+                pass
             time.sleep(0.1)
         raise TimeoutError(self.output())
 

@@ -12,7 +12,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from . import admin, fulfilment, ingest, metrics, migrate, signature
 from .config import Settings
 from .db import database_url, open_pool
-from .events import InvalidEvent, parse
+from .events import InvalidEvent, parse, require_mode
 from .logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
@@ -129,9 +129,11 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
             settings.signature_tolerance_s,
         )
         event = parse(body.decode("utf-8"))
-    except (signature.InvalidSignature, InvalidEvent) as exc:
-        kind = "invalid_signature" if isinstance(exc, signature.InvalidSignature) else "invalid_event"
-        return _error(400, kind, str(exc)), None
+        require_mode(event, settings.stripe_mode)
+    except signature.InvalidSignature as exc:
+        return _error(400, "invalid_signature", str(exc)), None
+    except InvalidEvent as exc:
+        return _error(400, exc.error, str(exc)), None
     answer = ingest.deliver(pool.get(), PROVIDER, event)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:

@@ -19,6 +19,16 @@ def _csv(raw: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in (raw or "").split(",") if s.strip())
 
 
+STRIPE_MODES = ("test", "live")
+
+
+def _stripe_mode(env: dict) -> str:
+    mode = (env.get("STRIPE_MODE") or "test").strip().lower()
+    if mode not in STRIPE_MODES:
+        raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
+    return mode
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None
@@ -38,6 +48,9 @@ class Settings:
     data_dir: str = ".data"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()
+    # Events whose livemode differs are refused: a test payment must never
+    # ship a live order, and a live one must not vanish into a test database.
+    stripe_mode: str = "test"
     # Outbox worker: where side effects are POSTed and how failures are retried.
     outbox_url: str | None = None
     outbox_max_attempts: int = 8
@@ -73,6 +86,7 @@ class Settings:
             pool_timeout_s=float(env.get("WEBHOOK_POOL_TIMEOUT_SECONDS") or 5.0),
             data_dir=env.get("WEBHOOK_DATA_DIR") or ".data",
             handler_modules=_csv(env.get("WEBHOOK_HANDLER_MODULES")),
+            stripe_mode=_stripe_mode(env),
             outbox_url=env.get("WEBHOOK_OUTBOX_URL") or None,
             outbox_max_attempts=_int(env, "WEBHOOK_OUTBOX_MAX_ATTEMPTS", 8),
             outbox_backoff_base_s=_float(env, "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", 1.0),
