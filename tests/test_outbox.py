@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from tests import conftest
-from tests.conftest import post_event
+from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
 from webhooks import outbox, samples
 
@@ -88,6 +88,22 @@ def test_a_paid_event_enqueues_one_job_keyed_by_its_payment(client, db):
     [job] = outbox.pending(db)
     assert (job.status, job.kind) == ("queued", "order.fulfilled")
     assert job.idempotency_key == f"order.fulfilled:{payment_id}"
+
+
+def test_a_connected_accounts_payment_is_keyed_by_account_too(client, db):
+    intent = samples.payment_events()[1]
+    intent["account"] = "acct_1OpsConnected"
+    assert load_json(post_event(client, intent))["outcome"] == "fulfilled"
+    [job] = outbox.pending(db)
+    assert job.idempotency_key == f"order.fulfilled:acct_1OpsConnected:{intent['data']['object']['id']}"
+
+
+def test_an_event_that_fulfils_nothing_enqueues_nothing(client, db):
+    checkout, intent, charge = samples.payment_events()
+    checkout["data"]["object"]["payment_status"] = "unpaid"
+    for evt in (checkout, charge):
+        post_event(client, evt)
+    assert outbox.pending(db) == []
 
 
 def test_two_workers_never_deliver_the_same_job(database_url, db, downstreams, workers):
