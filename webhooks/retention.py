@@ -34,10 +34,15 @@ _DELETES = {
         DELETE FROM webhook_failures WHERE id IN (
             SELECT id FROM webhook_failures WHERE failed_at < %(cutoff)s
             ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    # The outbox's delivery log; pending and dead jobs live in pgqueuer and stay.
+    # The outbox's delivery log and its per-second roll-up; pending and dead
+    # jobs live in pgqueuer itself and stay.
     "pgqueuer_log": """
         DELETE FROM pgqueuer_log WHERE id IN (
             SELECT id FROM pgqueuer_log WHERE created < %(cutoff)s
+            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    "pgqueuer_statistics": """
+        DELETE FROM pgqueuer_statistics WHERE id IN (
+            SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
             ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
 }
 
