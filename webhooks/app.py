@@ -1,7 +1,6 @@
 """The HTTP layer: turn requests into verified events and answers into responses."""
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -10,7 +9,7 @@ import structlog
 from flask import Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import ingest, migrate, signature
+from . import admin, fulfilment, ingest, metrics, migrate, signature
 from .config import Settings
 from .db import database_url, open_pool
 from .events import InvalidEvent, parse, require_mode
@@ -76,8 +75,7 @@ def _read_body(limit: int) -> bytes | None:
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-    for module in settings.handler_modules:
-        importlib.import_module(module)
+    fulfilment.load(settings.handler_modules)
     app = Flask(__name__)
     # One byte of slack so _read_body, not Werkzeug, sees and refuses the overflow.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
@@ -114,6 +112,8 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, "schema_not_current")
         return _json_response(200, '{"status":"ready"}')
 
+    metrics.install(app, pool)
+    admin.install(app, settings.admin_token, pool)
     return app
 
 

@@ -17,4 +17,4 @@ from .outcomes import (  # noqa: F401  (the vocabulary handlers return)
     SUPERSEDED,
 )
 from .payments import fulfil_payment  # noqa: F401
-from .registry import Handler, handles, run  # noqa: F401
+from .registry import Handler, handles, load, run  # noqa: F401

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from . import outbox
 from .events import Event, require_created, require_id
 from .outcomes import (
     ALREADY_FULFILLED,
@@ -27,6 +28,9 @@ from .outcomes import (
     SUPERSEDED,
 )
 from .registry import handles
+
+# The outbox kind that tells the shop to ship: one per fulfilled payment.
+ORDER_FULFILLED = "order.fulfilled"
 
 # Breaks a tie between two events created in the same second: the later
 # stage of a payment wins (Stripe's timestamps are whole seconds).
@@ -109,7 +113,34 @@ def fulfil_payment(
     row = conn.execute(
         _FULFIL, [payment_id, event.account_key, event.id, event.type, amount, currency]
     ).fetchone()
-    return FULFILLED if row else ALREADY_FULFILLED
+    if row is None:
+        return ALREADY_FULFILLED
+    _notify_fulfilled(conn, event, payment_id, amount, currency)
+    return FULFILLED
+
+
+def _notify_fulfilled(
+    conn: psycopg.Connection, event: Event, payment_id: str, amount: int | None, currency: str | None
+) -> None:
+    """The shop's "ship it" side effect, in the fulfilment's own transaction.
+
+    It commits exactly when the fulfilment does; the worker delivers it later
+    under a key that is the fulfilment's own, so the receiver acts once.
+    """
+    scope = f"{event.account_key}:" if event.account_key else ""
+    outbox.enqueue(
+        conn,
+        ORDER_FULFILLED,
+        {
+            "payment_id": payment_id,
+            "account": event.account,
+            "event_id": event.id,
+            "event_type": event.type,
+            "amount": amount,
+            "currency": currency,
+        },
+        idempotency_key=f"{ORDER_FULFILLED}:{scope}{payment_id}",
+    )
 
 
 def _session_payment(session: dict) -> tuple[str, int | None, str | None]:

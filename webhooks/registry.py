@@ -7,6 +7,7 @@ built-in one (and call it from its own to keep its effect).
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import psycopg
@@ -25,6 +26,12 @@ def handles(*event_types: str) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+def load(modules: tuple[str, ...]) -> None:
+    """Import handler modules (WEBHOOK_HANDLER_MODULES) so their @handles register."""
+    for module in modules:
+        importlib.import_module(module)
 
 
 def run(conn: psycopg.Connection, event: Event) -> str:
