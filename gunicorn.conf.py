@@ -1,6 +1,9 @@
 """gunicorn settings for the webhook service (`gunicorn -c gunicorn.conf.py wsgi:app`)."""
 import multiprocessing
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
 # Sync workers: a delivery is one short transaction, and each worker keeps
@@ -21,6 +24,14 @@ accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 
+# prometheus-client's multi-process mode: each worker writes its metrics to
+# files here and /metrics adds them up; without it a scrape would see only the
+# one worker that answered. Set before any worker imports prometheus_client.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
+        prefix="webhooks-metrics-"
+    )
+
 
 def on_starting(server):
     # Resolve the database once in the master so that, with DATABASE_URL
@@ -29,3 +40,18 @@ def on_starting(server):
     from webhooks.db import database_url
 
     os.environ["DATABASE_URL"] = database_url(Settings.from_env())
+    # Counts left by an earlier server in a configured folder are not ours.
+    for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    # A dead worker's gauges (pool size, ...) must stop counting in the sums.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if "_OWN_METRICS_DIR" in globals():
+        shutil.rmtree(_OWN_METRICS_DIR, ignore_errors=True)

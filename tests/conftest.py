@@ -1,6 +1,7 @@
 """Fixtures: a real PostgreSQL, a fresh schema per test, the app, a real gunicorn."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -20,6 +21,8 @@ from webhooks import migrate, samples, signature
 from webhooks.app import create_app
 from webhooks.config import Settings
 from webhooks.db import embedded_database_url
+
+from tests import reliability
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "whsec_test_primary_0123456789"
@@ -46,18 +49,36 @@ def server_url() -> str:
     return embedded_database_url(ROOT / ".data" / "pg-test")
 
 
-@pytest.fixture
-def database_url(server_url: str):
-    """A libpq conninfo whose search_path is a schema made for this test alone."""
+@contextlib.contextmanager
+def migrated_schema(server_url: str):
+    """A libpq conninfo whose search_path is a migrated schema made for the caller alone."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     options = conninfo_to_dict(server_url).get("options", "")
     url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
     migrate.migrate(url)
-    yield url
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    try:
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def database_url(server_url: str):
+    with migrated_schema(server_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def private_server():
+    """A PostgreSQL of this run's own, for faults that must not touch a shared server."""
+    import pgserver  # its bundled binaries, whatever the machine has
+
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="webhooks-pg-"), cleanup_mode="delete")
+    yield server
+    server.cleanup()
 
 
 @pytest.fixture
@@ -67,7 +88,7 @@ def db(database_url: str):
         yield conn
 
 
-def test_env(database_url: str, **extra) -> dict[str, str]:
+def service_env(database_url: str, **extra) -> dict[str, str]:
     return {
         "DATABASE_URL": database_url,
         "STRIPE_WEBHOOK_SECRET": f"{SECRET},{OTHER_SECRET}",
@@ -82,7 +103,7 @@ def make_app(database_url: str):
 
     def make(**extra):
         # Pool sized for the thread storms: each thread needs its own connection.
-        env = test_env(database_url, WEBHOOK_POOL_MAX_SIZE=40, **extra)
+        env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=40, **extra)
         app = create_app(Settings.from_env(env))
         apps.append(app)
         return app
@@ -151,10 +172,10 @@ class Gunicorn:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             try:
-                if requests.get(self.url + "/readyz", timeout=1).status_code == 200:
+                if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
                     return
-            except (requests.ConnectionError, requests.Timeout):  # not up, or busy starting
-                pass
+            except requests.RequestException:
+                pass  # not listening yet, or a worker still booting or opening its pool
             time.sleep(0.1)
         raise TimeoutError(self.output())
 
@@ -173,7 +194,7 @@ def gunicorn(database_url: str):
     servers = []
 
     def start(**extra) -> Gunicorn:
-        server = Gunicorn(test_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
+        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
         servers.append(server)
         return server
 
@@ -184,3 +205,14 @@ def gunicorn(database_url: str):
 
 def load_json(response) -> dict:
     return json.loads(response.data if hasattr(response, "data") else response.content)
+
+
+@pytest.fixture(scope="session")
+def reliability_results():
+    return reliability.Results.fresh()
+
+
+@pytest.fixture
+def figures(reliability_results, request):
+    """Records this test's measured figures for docs/reliability.md."""
+    return reliability_results.for_test(request.node.nodeid)

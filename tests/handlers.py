@@ -1,11 +1,16 @@
 """Test-only handlers, registered when WEBHOOK_HANDLER_MODULES names this module.
 
 `test.scripted` events carry their behaviour in data.object:
-  sleep_s          hold the claim this long before doing anything
+  sleep_s          hold the claim this long, idle in transaction, before anything else
+  statement_s      hold it this long inside one statement (pg_sleep)
+  hold_file        hold only in the attempt that creates this file, which writes
+                   "<worker pid> <backend pid>" into it: a test learns who holds the
+                   claim, and the provider's retry runs at full speed
   abort            run a failing statement first, leaving the transaction aborted
   fail_attempts    raise until this many failures of the event are recorded
   payment_id       then fulfil this payment
 """
+import os
 import time
 
 import psycopg
@@ -17,10 +22,30 @@ class ScriptedFailure(RuntimeError):
     pass
 
 
+def _first_holder(conn: psycopg.Connection, path: str | None) -> bool:
+    if path is None:
+        return True
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as file:
+        file.write(f"{os.getpid()} {conn.info.backend_pid}")
+    return True
+
+
+def _hold(conn: psycopg.Connection, script: dict) -> None:
+    if not _first_holder(conn, script.get("hold_file")):
+        return
+    time.sleep(float(script.get("sleep_s", 0)))
+    if script.get("statement_s"):
+        conn.execute("SELECT pg_sleep(%s)", [float(script["statement_s"])])
+
+
 @fulfilment.handles("test.scripted")
 def scripted(conn: psycopg.Connection, event) -> str:
     script = event.object
-    time.sleep(float(script.get("sleep_s", 0)))
+    _hold(conn, script)
     if script.get("abort"):
         try:
             conn.execute("SELECT 1 / 0")

@@ -21,8 +21,13 @@ NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
         b'{"object": "charge", "id": "ch_1", "type": "x.y"}',
         b'{"object": "event", "id": "evt_1"}',
         b"[" * 100_000 + b"]" * 100_000,
+        b'{"object": "event", "id": "evt_1", "type": "x.y", "data": true}',
+        b'{"object": "event", "id": "evt_1", "type": "x.y", "data": {"object": []}}',
     ],
-    ids=["text", "array", "string", "no_id", "int_id", "nul_id", "not_event", "no_type", "deep"],
+    ids=[
+        "text", "array", "string", "no_id", "int_id", "nul_id", "not_event", "no_type", "deep",
+        "data_not_object", "no_data_object",
+    ],
 )
 def test_signed_body_that_is_not_an_event_is_refused_and_writes_nothing(client, db, body):
     response = client.post("/webhooks/stripe", data=body, headers=signed_headers(body))

@@ -30,7 +30,10 @@ def test_second_of_two_configured_secrets_is_accepted(client, db, paid_event):
 
 @pytest.mark.parametrize(
     "case",
-    ["wrong_secret", "stale", "future", "missing", "tampered", "non_ascii_v1", "garbage", "not_utf8"],
+    [
+        "wrong_secret", "stale", "future", "missing", "tampered", "non_ascii_v1", "garbage", "not_utf8",
+        "two_timestamps",
+    ],
 )
 def test_unverifiable_delivery_is_refused_and_writes_nothing(client, db, paid_event, case):
     body = samples.encode(paid_event)
@@ -49,6 +52,8 @@ def test_unverifiable_delivery_is_refused_and_writes_nothing(client, db, paid_ev
         headers["Stripe-Signature"] = f"t={int(time.time())},v1=é" + "a" * 63
     elif case == "garbage":
         headers["Stripe-Signature"] = "t=abc,v1"
+    elif case == "two_timestamps":
+        headers["Stripe-Signature"] += f",t={int(time.time()) - 1000}"
     elif case == "not_utf8":
         body = b"\xff\xfe" + body
         headers = {"Stripe-Signature": f"t={int(time.time())},v1=" + "0" * 64}

@@ -1,7 +1,6 @@
 """The HTTP layer: turn requests into verified events and answers into responses."""
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -10,10 +9,10 @@ import structlog
 from flask import Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import ingest, migrate, signature
+from . import admin, fulfilment, ingest, metrics, migrate, signature
 from .config import Settings
 from .db import database_url, open_pool
-from .events import InvalidEvent, parse
+from .events import InvalidEvent, parse, require_mode
 from .logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
@@ -76,8 +75,7 @@ def _read_body(limit: int) -> bytes | None:
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-    for module in settings.handler_modules:
-        importlib.import_module(module)
+    fulfilment.load(settings.handler_modules)
     app = Flask(__name__)
     # One byte of slack so _read_body, not Werkzeug, sees and refuses the overflow.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
@@ -114,6 +112,8 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, "schema_not_current")
         return _json_response(200, '{"status":"ready"}')
 
+    metrics.install(app, pool)
+    admin.install(app, settings.admin_token, pool)
     return app
 
 
@@ -129,9 +129,11 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
             settings.signature_tolerance_s,
         )
         event = parse(body.decode("utf-8"))
-    except (signature.InvalidSignature, InvalidEvent) as exc:
-        kind = "invalid_signature" if isinstance(exc, signature.InvalidSignature) else "invalid_event"
-        return _error(400, kind, str(exc)), None
+        require_mode(event, settings.stripe_mode)
+    except signature.InvalidSignature as exc:
+        return _error(400, "invalid_signature", str(exc)), None
+    except InvalidEvent as exc:
+        return _error(400, exc.error, str(exc)), None
     answer = ingest.deliver(pool.get(), PROVIDER, event)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import loadtest, migrate, replay
+from . import ledger_cli, loadtest, migrate, replay, retention, worker
 from .config import Settings
 from .db import database_url
 
@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, help="listen port (default: $PORT or 8000)")
     serve.set_defaults(func=_serve)
+    worker.register(commands)
+    ledger_cli.register(commands)
+    retention.register(commands)
     replay.register(commands)
     loadtest.register(commands)
     return parser

@@ -37,12 +37,17 @@ def session_settings(settings: Settings) -> dict[str, str]:
     }
 
 
-def _configure(values: dict[str, str]):
-    # `SET x = %s` is not valid with server-side parameters; set_config is.
-    sql = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in values)
+# `SET x = %s` is not valid with server-side parameters; set_config is, and
+# taking names as parameters too keeps this statement free of built-up SQL.
+_CONFIGURE = """
+SELECT set_config(name, value, false)
+FROM unnest(%s::text[], %s::text[]) AS setting (name, value)
+"""
 
+
+def _configure(values: dict[str, str]):
     def configure(conn: psycopg.Connection) -> None:
-        conn.execute(sql, list(values.values()))
+        conn.execute(_CONFIGURE, [list(values), list(values.values())])
 
     return configure
 
@@ -55,6 +60,10 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         # Without a check, a connection killed by the server is handed out
         # and the request fails; measured: 4 of 8 after pg_terminate_backend.
         check=ConnectionPool.check_connection,
+        # While the server is down psycopg_pool doubles its reconnect delay
+        # (1, 2, 4, 8 s...), so an outage of D seconds kept us down up to 2D.
+        # Giving up after one pool wait lets the next request try at once.
+        reconnect_timeout=settings.pool_timeout_s,
         configure=_configure(session_settings(settings)),
         kwargs={"autocommit": True},
         name=f"webhooks-{os.getpid()}",

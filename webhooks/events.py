@@ -2,7 +2,8 @@
 
 Plain `json.loads` rather than `stripe.Webhook.construct_event`: we need a
 dict for fulfilment and the raw text for the ledger, not StripeObjects, and
-the library refuses thin (API v2) events that we still have to claim.
+that function refuses thin (API v2) events, which we still have to claim.
+Thin events are checked with the library's own notification parser.
 """
 from __future__ import annotations
 
@@ -12,16 +13,29 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import stripe
+
 
 class InvalidEvent(Exception):
     """The body is not a Stripe event we can claim; the reason is safe to show."""
+
+    error = "invalid_event"
+
+
+class LivemodeMismatch(InvalidEvent):
+    """A live event at a test-mode service, or the reverse."""
+
+    error = "livemode_mismatch"
 
 
 # Stripe ids are short ASCII tokens; anything else (a NUL, a megabyte) is
 # refused here so it never reaches SQL.
 _ID = re.compile(r"[A-Za-z0-9_\-.:]{1,255}")
 _TYPE = re.compile(r"[A-Za-z0-9_.\-]{1,255}")
-_EVENT_OBJECTS = ("event", "v2.core.event")
+THIN = "v2.core.event"
+_EVENT_OBJECTS = ("event", THIN)
+# Only builds notification objects; never used to call the API, so no key.
+_NOTIFICATIONS = stripe.StripeClient("")
 
 
 @dataclass(frozen=True)
@@ -37,8 +51,17 @@ class Event:
     @property
     def object(self) -> dict[str, Any]:
         """`data.object` of a snapshot event ({} for a thin event)."""
-        obj = (self.data.get("data") or {}).get("object")
-        return obj if isinstance(obj, dict) else {}
+        return _data_object(self.data) or {}
+
+    @property
+    def account_key(self) -> str:
+        """The Connect account that scopes this event's keys; '' for the platform."""
+        return self.account or ""
+
+    @property
+    def thin(self) -> bool:
+        """An API v2 notification: ids only, the object itself is not in the body."""
+        return self.data.get("object") == THIN
 
 
 def require_id(value: Any, what: str) -> str:
@@ -55,6 +78,9 @@ def parse(raw: str) -> Event:
         raise InvalidEvent("body is not JSON") from None
     if not isinstance(data, dict) or data.get("object") not in _EVENT_OBJECTS:
         raise InvalidEvent("body is not a Stripe event object")
+    if data["object"] == "event" and _data_object(data) is None:
+        # Every snapshot event carries its object; a handler must not crash on one that does not.
+        raise InvalidEvent("event has no data.object")
     event_id = require_id(data.get("id"), "id")
     event_type = data.get("type")
     if not isinstance(event_type, str) or not _TYPE.fullmatch(event_type):
@@ -63,11 +89,13 @@ def parse(raw: str) -> Event:
     account = data.get("account") or data.get("context")
     if account is not None:
         account = require_id(account, "account")
+    if data["object"] == THIN:
+        _require_notification(raw)
     livemode = data.get("livemode")
     return Event(
         id=event_id,
         type=event_type,
-        created=_created(data.get("created")),
+        created=timestamp(data.get("created")),
         livemode=livemode if isinstance(livemode, bool) else None,
         account=account,
         raw=raw,
@@ -75,8 +103,14 @@ def parse(raw: str) -> Event:
     )
 
 
-def _created(value: Any) -> datetime | None:
-    """Snapshot events carry Unix seconds, thin events ISO-8601."""
+def _data_object(data: dict[str, Any]) -> dict[str, Any] | None:
+    payload = data.get("data")
+    obj = payload.get("object") if isinstance(payload, dict) else None
+    return obj if isinstance(obj, dict) else None
+
+
+def timestamp(value: Any) -> datetime | None:
+    """A Stripe time: Unix seconds in snapshot events and objects, ISO-8601 in thin events."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**37:
         return datetime.fromtimestamp(value, tz=timezone.utc)
     if isinstance(value, str):
@@ -85,3 +119,25 @@ def _created(value: Any) -> datetime | None:
         except ValueError:
             return None
     return None
+
+
+def _require_notification(raw: str) -> None:
+    """The stripe library can read this thin event (the shape its users rely on)."""
+    try:
+        _NOTIFICATIONS.parse_event_notification_without_verification(raw)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise InvalidEvent("thin event is missing fields a notification needs") from None
+
+
+def require_created(event: Event) -> datetime:
+    """When Stripe created the event: what orders two updates of one object."""
+    if event.created is None:
+        raise InvalidEvent("event has no valid created time")
+    return event.created
+
+
+def require_mode(event: Event, mode: str) -> None:
+    """Refuse an event from the other Stripe mode (or one that does not say)."""
+    if event.livemode is not (mode == "live"):
+        stated = "missing" if event.livemode is None else str(event.livemode).lower()
+        raise LivemodeMismatch(f"event livemode is {stated}, service runs in {mode} mode")

@@ -66,7 +66,7 @@ def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answ
     with pool.connection() as conn, conn.transaction():
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
-            stored = ledger.stored_answer(conn, provider, event.id)
+            stored = ledger.stored_answer(conn, provider, event.id, event.account_key)
             if stored is None:
                 return None
             return Answer(stored.status, stored.body, "replayed", replayed=True)

@@ -21,12 +21,20 @@ _MAX_HEADER_CHARS = 4096
 
 
 def _timestamp(header: str) -> int:
-    # Same reading as the library's: the first "t=" item wins.
-    for item in header.split(","):
-        key, _, value = item.partition("=")
-        if key.strip() == "t":
-            return int(value)
-    raise InvalidSignature("no timestamp in Stripe-Signature")
+    """The header's one timestamp.
+
+    Stripe sends exactly one `t=`. With several, the library verifies the
+    first while anything else reading the header (a proxy, a later library
+    version) may take another; refusing the ambiguity leaves no such gap.
+    """
+    stamps = [value for key, _, value in (item.partition("=") for item in header.split(","))
+              if key.strip() == "t"]
+    if len(stamps) != 1:
+        raise InvalidSignature("Stripe-Signature must carry exactly one timestamp")
+    try:
+        return int(stamps[0])
+    except ValueError:
+        raise InvalidSignature("malformed timestamp in Stripe-Signature") from None
 
 
 def verify(
@@ -44,6 +52,7 @@ def verify(
     secrets = [s for s in secrets if s]
     if not secrets:
         raise InvalidSignature("no webhook secret configured")
+    timestamp = _timestamp(header)
     try:
         payload = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -51,7 +60,7 @@ def verify(
     if not any(_signed_by(payload, header, s, tolerance_s) for s in secrets):
         raise InvalidSignature("no valid signature for this body and timestamp")
     now = time.time() if now is None else now
-    if _timestamp(header) > now + tolerance_s:
+    if timestamp > now + tolerance_s:
         raise InvalidSignature("timestamp is in the future")
 
 

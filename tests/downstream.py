@@ -1,0 +1,115 @@
+"""Outbox test doubles that are real: an HTTP receiver on loopback and worker processes."""
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Downstream:
+    """A receiver that, like a well-behaved API, treats a repeated Idempotency-Key as done.
+
+    `status` is what it answers to every request. With `stall_first`, the
+    first request applies its effect and then hangs before answering, so a
+    worker can be killed while it waits for the response.
+    """
+
+    def __init__(self, status: int = 200, stall_first: bool = False):
+        self.status = status
+        self.stall_first = stall_first
+        self.received: list[tuple[str, bytes]] = []
+        self.effects: Counter[str] = Counter()
+        self.first_arrived = threading.Event()
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_port}/effects"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def _receive(self, key: str, body: bytes) -> tuple[int, bool]:
+        with self._lock:
+            self.received.append((key, body))
+            first = len(self.received) == 1
+            if self.status < 300 and key not in self.effects:
+                self.effects[key] += 1
+        return self.status, first and self.stall_first
+
+    def _handler(self):
+        downstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, stall = downstream._receive(self.headers.get("Idempotency-Key"), body)
+                downstream.first_arrived.set()
+                if stall:
+                    downstream._release.wait(60)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        return Handler
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return [key for key, _ in self.received]
+
+    def close(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Worker:
+    """`python -m webhooks worker` as its own process, as the Procfile runs it."""
+
+    def __init__(self, env: dict[str, str]):
+        self.log_path = Path(tempfile.mkdtemp()) / "worker.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhooks", "worker"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Poll `predicate` until it is truthy; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,103 @@
+"""`GET /metrics`: counts through the app, and summed over gunicorn's worker processes."""
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import post_event, scripted_event, signed_headers
+from tests.downstream import wait_until
+from webhooks import samples
+
+
+def scrape(text: str) -> dict[tuple, float]:
+    """{(sample name, sorted label items): value} from a Prometheus text page."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples_: dict, name: str, **labels) -> float:
+    return samples_.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_deliveries_are_counted_by_outcome_status_and_conflict(client):
+    checkout, intent, _ = samples.payment_events()
+    post_event(client, intent)  # fulfilled
+    post_event(client, intent)  # replayed
+    post_event(client, checkout)  # same payment: already fulfilled
+    client.post("/webhooks/stripe", data=b"{}", headers={"Stripe-Signature": "t=1,v1=00"})
+
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.mimetype == "text/plain"
+    got = scrape(response.get_data(as_text=True))
+    assert value(got, "webhook_deliveries_total", outcome="fulfilled", status="200") == 1
+    assert value(got, "webhook_deliveries_total", outcome="replayed", status="200") == 1
+    assert value(got, "webhook_deliveries_total", outcome="already_fulfilled", status="200") == 1
+    assert value(got, "webhook_deliveries_total", outcome="rejected", status="400") == 1
+    assert value(got, "webhook_claim_conflicts_total", kind="event_completed") == 1
+    assert value(got, "webhook_claim_conflicts_total", kind="payment_fulfilled") == 1
+    assert value(got, "webhook_delivery_duration_seconds_count") == 4
+    assert value(got, "webhook_delivery_duration_seconds_bucket", le="+Inf") == 4
+    # The fulfilment's outbox job, read from the database at scrape time.
+    assert value(got, "webhook_outbox_jobs", status="queued") == 1
+    assert value(got, "webhook_outbox_jobs", status="failed") == 0
+    assert value(got, "webhook_outbox_oldest_age_seconds", status="queued") >= 0
+    assert value(got, "webhook_db_pool_pool_size") >= 1
+    assert value(got, "webhook_db_pool_requests_num_total") >= 3
+
+
+def test_a_duplicate_of_an_event_in_flight_counts_as_a_conflict(client):
+    slow = scripted_event(sleep_s=1.5)
+    first = threading.Thread(target=post_event, args=(client, slow))
+    first.start()
+    time.sleep(0.3)
+    assert post_event(client, slow).status_code == 409
+    first.join()
+    got = scrape(client.get("/metrics").get_data(as_text=True))
+    assert value(got, "webhook_claim_conflicts_total", kind="event_in_flight") == 1
+    assert value(got, "webhook_deliveries_total", outcome="in_progress", status="409") == 1
+
+
+def test_the_outbox_age_grows_while_a_job_waits(client, db):
+    post_event(client, samples.payment_events()[1])
+    db.execute("UPDATE pgqueuer SET created = now() - interval '90 seconds'")
+    got = scrape(client.get("/metrics").get_data(as_text=True))
+    assert value(got, "webhook_outbox_oldest_age_seconds", status="queued") >= 90
+
+
+def _worker_pids(master_pid: int) -> set[int]:
+    return {int(p) for p in Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()}
+
+
+def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn, tmp_path):
+    server = gunicorn(WEB_CONCURRENCY=4, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    deliveries = 16
+    for evt in (samples.payment_events()[1] for _ in range(deliveries)):
+        body = samples.encode(evt)
+        # A new connection each: the deliveries spread over the workers.
+        assert requests.post(server.url + "/webhooks/stripe", data=body,
+                             headers=signed_headers(body), timeout=30).status_code == 200
+    writers = {path.name.rsplit("_", 1)[-1] for path in tmp_path.glob("counter_*.db")}
+    assert len(writers) > 1, "all deliveries went to one worker: nothing to sum"
+
+    def fulfilled() -> float:
+        page = requests.get(server.url + "/metrics", timeout=10).text
+        return value(scrape(page), "webhook_deliveries_total", outcome="fulfilled", status="200")
+
+    assert [fulfilled() for _ in range(8)] == [deliveries] * 8
+
+    # A worker that dies keeps its counts; its live gauges go (child_exit).
+    victim = next(pid for pid in sorted(_worker_pids(server.proc.pid))
+                  if (tmp_path / f"gauge_livesum_{pid}.db").exists())
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: not (tmp_path / f"gauge_livesum_{victim}.db").exists(), 30,
+               "gunicorn's child_exit to mark the worker dead")
+    wait_until(lambda: len(_worker_pids(server.proc.pid)) == 4, 30, "a replacement worker")
+    assert fulfilled() == deliveries

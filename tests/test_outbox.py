@@ -1,0 +1,197 @@
+"""The outbox: enqueued with the fulfilment, delivered by worker processes at least
+once, each delivery carrying the idempotency key that makes it effective once."""
+import json
+import time
+
+import psycopg
+import pytest
+
+from tests import conftest
+from tests.conftest import load_json, post_event
+from tests.downstream import Downstream, Worker, wait_until
+from webhooks import outbox, samples
+
+FAST_RETRIES = {
+    "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,
+    "WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS": 0.2,
+    "WEBHOOK_OUTBOX_POLL_SECONDS": 1,
+    "WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS": 2,
+}
+
+
+@pytest.fixture
+def downstreams():
+    made = []
+
+    def make(**kwargs) -> Downstream:
+        made.append(Downstream(**kwargs))
+        return made[-1]
+
+    yield make
+    for downstream in made:
+        downstream.close()
+
+
+@pytest.fixture
+def workers(database_url):
+    started = []
+
+    def start(downstream: Downstream, **extra) -> Worker:
+        env = conftest.test_env(database_url, WEBHOOK_OUTBOX_URL=downstream.url, **{**FAST_RETRIES, **extra})
+        started.append(Worker(env))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def enqueue_jobs(database_url, count: int) -> list[str]:
+    keys = [f"test.effect:{samples.stripe_id('pi')}" for _ in range(count)]
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        for key in keys:
+            outbox.enqueue(conn, "test.effect", {"key": key}, key)
+    return keys
+
+
+def go_idle(database_url, downstream: Downstream) -> None:
+    """Return once the worker is idle in its loop, so only a wake-up finds the next job.
+
+    A first job delivered and cleared proves the loop runs. pgqueuer then
+    re-checks for work a few times (each query can wait up to 1 s for the
+    connection it shares with LISTEN) before it settles into its wait.
+    """
+    enqueue_jobs(database_url, 1)
+    wait_until(lambda: downstream.received, 30, "a first delivery")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        wait_until(lambda: not outbox.depth(conn), 30, "the first job to be cleared")
+    time.sleep(5)
+
+
+def jobs_left(db) -> dict[str, int]:
+    return {c.status: c.jobs for c in outbox.depth(db)}
+
+
+def test_a_rolled_back_enqueue_leaves_no_job(database_url, db):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        with pytest.raises(RuntimeError), conn.transaction():
+            outbox.enqueue(conn, "test.effect", {}, "key-rolled-back")
+            raise RuntimeError("the claim's transaction failed")
+    assert jobs_left(db) == {}
+
+
+def test_a_paid_event_enqueues_one_job_keyed_by_its_payment(client, db):
+    intent = samples.payment_events()[1]
+    payment_id = intent["data"]["object"]["id"]
+    assert post_event(client, intent).status_code == 200
+    assert post_event(client, intent).status_code == 200  # redelivery: replayed, no second job
+    [job] = outbox.pending(db)
+    assert (job.status, job.kind) == ("queued", "order.fulfilled")
+    assert job.idempotency_key == f"order.fulfilled:{payment_id}"
+
+
+def test_a_connected_accounts_payment_is_keyed_by_account_too(client, db):
+    intent = samples.payment_events()[1]
+    intent["account"] = "acct_1OpsConnected"
+    assert load_json(post_event(client, intent))["outcome"] == "fulfilled"
+    [job] = outbox.pending(db)
+    assert job.idempotency_key == f"order.fulfilled:acct_1OpsConnected:{intent['data']['object']['id']}"
+
+
+def test_an_event_that_fulfils_nothing_enqueues_nothing(client, db):
+    checkout, intent, charge = samples.payment_events()
+    checkout["data"]["object"]["payment_status"] = "unpaid"
+    for evt in (checkout, charge):
+        post_event(client, evt)
+    assert outbox.pending(db) == []
+
+
+def test_two_workers_never_deliver_the_same_job(database_url, db, downstreams, workers):
+    downstream = downstreams()
+    keys = enqueue_jobs(database_url, 60)
+    # Heartbeats share the worker's one connection with LISTEN, so they can
+    # land a second or more late; a timeout of a few seconds would let the
+    # other worker retake a job still in flight (measured: 3-4 of 60 at 2 s).
+    live = {"WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS": 30}
+    first, second = workers(downstream, **live), workers(downstream, **live)
+    wait_until(lambda: len(downstream.received) >= len(keys), 60, "60 deliveries")
+    time.sleep(0.5)  # a duplicate delivery would arrive now
+    assert sorted(downstream.keys()) == sorted(keys)  # each exactly once
+    wait_until(lambda: jobs_left(db) == {}, 30, "every job marked delivered")
+    # Both did work: the test is about sharing a queue, not about one worker.
+    assert "outbox_delivered" in first.output() and "outbox_delivered" in second.output()
+
+
+def test_a_worker_killed_mid_delivery_is_redelivered_with_the_same_key(
+    database_url, db, downstreams, workers
+):
+    downstream = downstreams(stall_first=True)
+    [key] = enqueue_jobs(database_url, 1)
+    doomed = workers(downstream)
+    assert downstream.first_arrived.wait(30), doomed.output()
+    doomed.kill()  # effect applied downstream, answer never read, job not marked done
+    started = time.monotonic()
+    workers(downstream)
+    wait_until(lambda: len(downstream.received) >= 2, 60, "the redelivery")
+    print(f"\n[outbox] redelivered {time.monotonic() - started:.1f}s after SIGKILL "
+          f"(heartbeat timeout {FAST_RETRIES['WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS']}s)")
+    assert downstream.keys() == [key, key]
+    assert downstream.effects == {key: 1}
+    wait_until(lambda: jobs_left(db) == {}, 10, "the job to be marked delivered")
+
+
+def test_a_failing_downstream_is_retried_with_backoff_then_dead_lettered(
+    database_url, db, downstreams, workers
+):
+    downstream = downstreams(status=500)
+    [key] = enqueue_jobs(database_url, 1)
+    workers(downstream, WEBHOOK_OUTBOX_MAX_ATTEMPTS=3)
+    wait_until(lambda: jobs_left(db).get(outbox.DEAD), 30, "the job to be dead-lettered")
+    assert downstream.keys() == [key, key, key]
+    [job] = outbox.pending(db)
+    assert job.status == outbox.DEAD
+    assert "500 Server Error" in job.last_error
+
+
+def test_a_commit_wakes_an_idle_worker_without_waiting_for_the_poll(
+    database_url, db, downstreams, workers
+):
+    downstream = downstreams()
+    workers(downstream, WEBHOOK_OUTBOX_POLL_SECONDS=60)
+    go_idle(database_url, downstream)
+    enqueue_jobs(database_url, 1)
+    # Far less than the 60 s poll: the commit's NOTIFY woke it.
+    wait_until(lambda: len(downstream.received) == 2, 10, "the second delivery")
+
+
+def test_the_poll_delivers_when_no_notification_comes(database_url, db, downstreams, workers):
+    # The trigger is what sends NOTIFY: without it only the poll can find the job.
+    db.execute("ALTER TABLE pgqueuer DISABLE TRIGGER tg_pgqueuer_changed")
+    downstream = downstreams()
+    workers(downstream, WEBHOOK_OUTBOX_POLL_SECONDS=2)
+    go_idle(database_url, downstream)
+    enqueue_jobs(database_url, 1)
+    wait_until(lambda: len(downstream.received) == 2, 10, "the polled delivery")
+
+
+def test_the_delivered_body_is_the_enqueued_payload(database_url, downstreams, workers):
+    downstream = downstreams()
+    [key] = enqueue_jobs(database_url, 1)
+    workers(downstream)
+    wait_until(lambda: downstream.received, 30, "the delivery")
+    [(sent_key, body)] = downstream.received
+    assert sent_key == key
+    assert json.loads(body) == {"kind": "test.effect", "key": key}
+
+
+@pytest.mark.parametrize("attempts", range(6))
+def test_backoff_doubles_per_attempt_with_jitter_in_the_upper_half(attempts):
+    step = min(300.0, 1.0 * 2**attempts)
+    lowest = outbox.backoff_s(attempts, 1.0, 300.0, rand=lambda: 0.0)
+    highest = outbox.backoff_s(attempts, 1.0, 300.0, rand=lambda: 1.0)
+    assert (lowest, highest) == (step / 2, step)
+    assert len({outbox.backoff_s(attempts, 1.0, 300.0) for _ in range(20)}) > 1
+
+
+def test_backoff_is_capped():
+    assert outbox.backoff_s(40, 1.0, 300.0, rand=lambda: 1.0) == 300.0

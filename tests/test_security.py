@@ -1,0 +1,141 @@
+"""Security properties checked on the code and on a full run's logs."""
+from __future__ import annotations
+
+import ast
+import re
+import runpy
+import threading
+import time
+from pathlib import Path
+
+import gunicorn.config
+import stripe._webhook
+from psycopg.conninfo import make_conninfo
+
+from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event
+from tests.hostile import CATALOGUE, send, signed
+from tests.provider import Provider
+from webhooks import samples, signature
+
+# A password the server never asks for (trust auth), so it can only reach
+# the logs through the service.
+DB_PASSWORD = "pg-password-never-logged"
+
+
+def test_signatures_are_compared_by_the_stripe_librarys_constant_time_compare(monkeypatch):
+    compared = []
+
+    def spy(expected, given):
+        compared.append(expected)
+        return real(expected, given)
+
+    real = stripe._webhook.secure_compare
+    monkeypatch.setattr(stripe._webhook, "secure_compare", spy)
+    body = samples.encode(samples.payment_events()[1])
+    signature.verify(body, signature.sign(body, OTHER_SECRET), [SECRET, OTHER_SECRET], 300)
+    assert len(compared) == 2  # one digest per configured secret, each through the library
+
+
+def test_gunicorn_limits_request_line_header_count_and_header_size():
+    conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    defaults = gunicorn.config.Config()
+    # 0 would mean unlimited; above gunicorn's defaults would be looser than stock.
+    for name in ("limit_request_line", "limit_request_fields", "limit_request_field_size"):
+        assert 0 < conf[name] <= defaults.settings[name].default, name
+
+
+def test_flask_caps_the_body_it_reads(make_app):
+    app = make_app(WEBHOOK_MAX_BODY_BYTES=1000)
+    assert app.config["MAX_CONTENT_LENGTH"] == 1001  # one byte of slack to see the overflow
+
+
+def _module_strings(tree: ast.Module) -> set[str]:
+    """Names bound at module level to one string literal: fixed SQL."""
+    return {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def _fixed_sql(arg: ast.expr, constants: set[str]) -> bool:
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return True
+    if isinstance(arg, ast.Name) and arg.id in constants:
+        return True
+    # psycopg.sql composes identifiers and literals with the server's quoting.
+    return isinstance(arg, ast.Call) and ast.unparse(arg.func).startswith(("sql.", "SQL("))
+
+
+# Migration files are reviewed code, run as they are written.
+_EXECUTES_CODE = {("migrate.py", "path.read_text()")}
+
+
+def test_service_sql_is_fixed_text_with_parameters():
+    """Every execute() in webhooks/ gets a literal, a module constant or psycopg.sql: values only as parameters."""
+    built = []
+    for path in sorted((ROOT / "webhooks").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        constants = _module_strings(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in ("execute", "executemany") or not node.args:
+                continue
+            arg = node.args[0]
+            if not _fixed_sql(arg, constants) and (path.name, ast.unparse(arg)) not in _EXECUTES_CODE:
+                built.append(f"{path.name}:{node.lineno}: {ast.unparse(arg)}")
+    assert not built, built
+
+
+def _terminate_once_held(db, app_name: str, hold_file: Path) -> None:
+    deadline = time.monotonic() + 20
+    while not hold_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [app_name]
+    )
+
+
+def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(gunicorn, database_url, db, tmp_path):
+    app_name = f"security-{tmp_path.name[-12:]}"
+    server = gunicorn(
+        DATABASE_URL=make_conninfo(database_url, application_name=app_name, password=DB_PASSWORD),
+        LOG_LEVEL="DEBUG",
+        GUNICORN_LOG_LEVEL="debug",
+        WEBHOOK_STATEMENT_TIMEOUT_MS=300,
+    )
+    sent = []
+    for case in CATALOGUE:  # every refusal path
+        request = case.make(samples.payment_events()[1])
+        sent.append(request.headers.get("Stripe-Signature", ""))
+        send(server.port, request)
+    paid = samples.payment_events()[1]
+    for evt in (
+        paid,  # fulfilled
+        paid,  # replayed
+        scripted_event(abort=True),  # 500 with a traceback
+        scripted_event(statement_s=2),  # 503: statement timeout
+    ):
+        request = signed(samples.encode(evt))
+        sent.append(request.headers["Stripe-Signature"])
+        send(server.port, request)
+    # 503 for a connection terminated mid-claim, then fulfilled on the retry.
+    hold_file = tmp_path / "hold"
+    killer = threading.Thread(target=_terminate_once_held, args=(db, app_name, hold_file))
+    killer.start()
+    lost = Provider(server.url, budget_s=20).deliver(
+        scripted_event(sleep_s=2, hold_file=str(hold_file), payment_id="pi_lost_connection")
+    )
+    killer.join()
+    server.stop()
+
+    output = server.output()
+    assert (lost.attempts[0].status, lost.attempts[-1].status) == (503, 200)
+    assert '"status": 500' in output and "Traceback" in output
+    digests = {m for header in sent for m in re.findall(r"[0-9a-f]{64}", header)}
+    leaked = [s for s in ("whsec_", SECRET, OTHER_SECRET, DB_PASSWORD, "v1=", *digests) if s in output]
+    assert not leaked, leaked
+

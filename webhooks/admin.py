@@ -1,0 +1,48 @@
+"""`GET /admin`: a read-only operator page behind WEBHOOK_ADMIN_TOKEN.
+
+Without a configured token the page does not exist (404), so a deployment
+never exposes it by accident. The token is accepted as a Bearer header or,
+for a browser, as `?token=`.
+"""
+from __future__ import annotations
+
+import hmac
+
+from flask import Flask, Response, render_template, request
+
+from . import history, outbox
+
+_HEADERS = {
+    "Cache-Control": "no-store",
+    # The token can be in the URL: never send it on in a Referer.
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+}
+
+
+def _presented_token() -> str:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials:
+        return credentials.strip()
+    return request.args.get("token", "")
+
+
+def install(app: Flask, token: str | None, pool) -> None:
+    if not token:
+        return
+
+    @app.get("/admin")
+    def admin() -> Response:
+        if not hmac.compare_digest(_presented_token().encode(), token.encode()):
+            return Response("admin token required\n", 401, mimetype="text/plain",
+                            headers={"WWW-Authenticate": "Bearer"})
+        with pool.get().connection() as conn:
+            page = render_template(
+                "admin.html",
+                events=history.events(conn, limit=50),
+                failures=history.events(conn, status="failed", limit=20),
+                depth=outbox.depth(conn),
+                jobs=outbox.pending(conn, limit=50),
+            )
+        return Response(page, mimetype="text/html", headers=_HEADERS)

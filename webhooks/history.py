@@ -1,0 +1,126 @@
+"""The ledger read back for operators (`events` commands and /admin).
+
+An event is `completed` when its ledger row committed, and `failed` when
+only failed attempts are recorded: a failure rolls its claim back, so the
+failure table is the only trace until a retry succeeds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg.rows import class_row, namedtuple_row
+
+_FAILURES = """
+SELECT provider, event_id, max(event_type) AS event_type, count(*) AS failures,
+       min(failed_at) AS first_failed_at,
+       (array_agg(error_class || ': ' || coalesce(error_message, '')
+                  ORDER BY failed_at DESC))[1] AS last_error
+FROM webhook_failures
+GROUP BY provider, event_id
+"""
+
+_LIST = f"""
+WITH failures AS ({_FAILURES}),
+events AS (
+    SELECT coalesce(e.provider, f.provider) AS provider,
+           coalesce(e.event_id, f.event_id) AS event_id,
+           coalesce(e.event_type, f.event_type) AS event_type,
+           coalesce(e.status, 'failed') AS status,
+           e.outcome,
+           coalesce(f.failures, 0) AS failures,
+           coalesce(e.received_at, f.first_failed_at) AS received_at,
+           f.last_error
+    FROM webhook_events e
+    FULL JOIN failures f ON f.provider = e.provider AND f.event_id = e.event_id
+)
+SELECT provider, event_id, event_type, status, outcome, failures, received_at, last_error
+FROM events
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(type)s::text IS NULL OR event_type = %(type)s)
+  AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
+ORDER BY received_at DESC, event_id
+LIMIT %(limit)s
+"""
+
+_LEDGER_ROW = """
+SELECT event_type, status, outcome, response_status, response_body,
+       received_at, completed_at, payload
+FROM webhook_events
+WHERE provider = %s AND event_id = %s
+"""
+
+_FAILED_ATTEMPTS = """
+SELECT failed_at, event_type, error_class, error_message, payload
+FROM webhook_failures
+WHERE provider = %s AND event_id = %s
+ORDER BY failed_at, id
+"""
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    provider: str
+    event_id: str
+    event_type: str | None
+    status: str
+    outcome: str | None
+    failures: int
+    received_at: datetime
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    failed_at: datetime
+    error_class: str
+    error_message: str | None
+
+
+@dataclass(frozen=True)
+class EventDetail:
+    provider: str
+    event_id: str
+    event_type: str | None
+    status: str
+    outcome: str | None
+    response_status: int | None
+    response_body: str | None
+    received_at: datetime | None
+    completed_at: datetime | None
+    # The stored body: the ledger's, else the latest failed attempt's.
+    payload: str | None
+    failures: list[Failure]
+
+
+def events(
+    conn: psycopg.Connection,
+    status: str | None = None,
+    event_type: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[EventSummary]:
+    """Most recent first, completed and failed alike unless `status` says which."""
+    params = {"status": status, "type": event_type, "since": since, "limit": limit}
+    return conn.cursor(row_factory=class_row(EventSummary)).execute(_LIST, params).fetchall()
+
+
+def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail | None:
+    cursor = conn.cursor(row_factory=namedtuple_row)
+    ledger = cursor.execute(_LEDGER_ROW, [provider, event_id]).fetchone()
+    attempts = cursor.execute(_FAILED_ATTEMPTS, [provider, event_id]).fetchall()
+    if ledger is None and not attempts:
+        return None
+    failures = [Failure(a.failed_at, a.error_class, a.error_message) for a in attempts]
+    if ledger is None:
+        latest = attempts[-1]
+        return EventDetail(
+            provider, event_id, latest.event_type, "failed", None, None, None,
+            attempts[0].failed_at, None, latest.payload, failures,
+        )
+    return EventDetail(
+        provider, event_id, ledger.event_type, ledger.status, ledger.outcome,
+        ledger.response_status, ledger.response_body, ledger.received_at,
+        ledger.completed_at, ledger.payload, failures,
+    )

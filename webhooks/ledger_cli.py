@@ -1,0 +1,108 @@
+"""`python -m webhooks events list|show|reprocess`: the ledger for an operator."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import psycopg
+
+from . import durations, fulfilment, history, ingest
+from .app import PROVIDER
+from .config import Settings
+from .db import database_url, open_pool
+from .events import InvalidEvent, parse
+
+
+def _connect(settings: Settings) -> psycopg.Connection:
+    return psycopg.connect(database_url(settings), autocommit=True)
+
+
+def _list(args: argparse.Namespace) -> int:
+    with _connect(Settings.from_env()) as conn:
+        rows = history.events(conn, args.status, args.type, args.since, args.limit)
+    print(f"{'received_at':<26} {'event_id':<32} {'type':<34} {'status':<10} {'outcome':<18} failures")
+    for row in rows:
+        print(
+            f"{row.received_at.isoformat(timespec='seconds'):<26} {row.event_id:<32} "
+            f"{row.event_type or '-':<34} {row.status:<10} {row.outcome or '-':<18} {row.failures}"
+        )
+    return 0
+
+
+def _pretty(payload: str | None) -> str:
+    try:
+        return json.dumps(json.loads(payload), indent=2)
+    except (TypeError, ValueError):
+        return payload or "(none)"
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _connect(Settings.from_env()) as conn:
+        detail = history.event(conn, args.provider, args.event_id)
+    if detail is None:
+        print(f"no event {args.event_id} in the ledger or its failures")
+        return 1
+    print(f"event     {detail.event_id} ({detail.provider})")
+    print(f"type      {detail.event_type}")
+    print(f"status    {detail.status}")
+    print(f"outcome   {detail.outcome or '-'}")
+    print(f"response  {detail.response_status or '-'} {detail.response_body or ''}")
+    print(f"received  {detail.received_at}   completed {detail.completed_at or '-'}")
+    print(f"attempts  {len(detail.failures) + (detail.status == 'completed')}"
+          f" ({len(detail.failures)} failed)")
+    for failure in detail.failures:
+        print(f"  {failure.failed_at}  {failure.error_class}: {failure.error_message or ''}")
+    print("payload")
+    print(_pretty(detail.payload))
+    return 0
+
+
+def _reprocess(args: argparse.Namespace) -> int:
+    """Run the stored body through ingest.deliver, the same claim as a delivery.
+
+    No signature check: the body was verified when it was first received, and
+    only someone with the database can run this.
+    """
+    settings = Settings.from_env()
+    fulfilment.load(settings.handler_modules)
+    with _connect(settings) as conn:
+        detail = history.event(conn, args.provider, args.event_id)
+    if detail is None or detail.payload is None:
+        print(f"no stored payload for {args.event_id}")
+        return 1
+    try:
+        event = parse(detail.payload)
+    except InvalidEvent as exc:
+        print(f"stored payload of {args.event_id} is not an event: {exc}")
+        return 1
+    pool = open_pool(settings, database_url(settings), min_size=1, max_size=1)
+    try:
+        answer = ingest.deliver(pool, args.provider, event)
+    finally:
+        pool.close()
+    replayed = " (already completed: stored answer)" if answer.replayed else ""
+    print(f"{answer.status} {answer.body}{replayed}")
+    return 0 if answer.status == 200 else 1
+
+
+def register(commands) -> None:
+    events = commands.add_parser("events", help="read the ledger, re-run a failed event")
+    actions = events.add_subparsers(dest="action", required=True)
+
+    listing = actions.add_parser("list", help="recent events, newest first")
+    listing.add_argument("--status", choices=("completed", "failed"))
+    listing.add_argument("--type", help="event type, e.g. payment_intent.succeeded")
+    listing.add_argument(
+        "--since", type=durations.instant, help="a span back from now (1h, 7d) or an ISO time"
+    )
+    listing.add_argument("--limit", type=int, default=50)
+    listing.set_defaults(func=_list)
+
+    for name, func, help_text in (
+        ("show", _show, "payload, outcome, attempts and failures of one event"),
+        ("reprocess", _reprocess, "re-run an event from its stored payload through the claim"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("event_id", metavar="EVT_ID")
+        action.add_argument("--provider", default=PROVIDER)
+        action.set_defaults(func=func)

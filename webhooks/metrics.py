@@ -1,0 +1,155 @@
+"""`GET /metrics` in Prometheus text format (prometheus-client).
+
+Under gunicorn every worker is its own process with its own counters; with
+PROMETHEUS_MULTIPROC_DIR set (gunicorn.conf.py always sets it) each writes
+them to files there and a scrape, whichever worker answers it, sums them.
+Outbox depth and age are read from the database at scrape time, so they
+are the same whichever process is asked.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import structlog
+from flask import Flask, Response, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+
+from . import outbox
+
+log = structlog.get_logger(__name__)
+
+# The answers whose event or payment had already been claimed by someone else.
+_CONFLICTS = {
+    "in_progress": "event_in_flight",
+    "replayed": "event_completed",
+    "already_fulfilled": "payment_fulfilled",
+}
+# psycopg_pool's cumulative statistics, popped after each request and added up.
+_POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
+_POOL_GAUGES = ("pool_size", "pool_available", "requests_waiting")
+
+
+class OutboxCollector:
+    """Outbox jobs by status and the age of the oldest, queried per scrape.
+
+    No describe(): registering it must not touch the database.
+    """
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def collect(self):
+        jobs = GaugeMetricFamily(
+            "webhook_outbox_jobs", "Outbox jobs not yet delivered, by status", labels=["status"]
+        )
+        age = GaugeMetricFamily(
+            "webhook_outbox_oldest_age_seconds",
+            "Age of the oldest outbox job in each status",
+            labels=["status"],
+        )
+        try:
+            with self._pool.get().connection(timeout=2.0) as conn:
+                counts = outbox.depth(conn)
+        except Exception as exc:  # a scrape must still answer when the database does not
+            log.warning("outbox_metrics_unavailable", error=type(exc).__name__)
+            return
+        for status in ("queued", "picked", outbox.DEAD):
+            found = next((c for c in counts if c.status == status), None)
+            jobs.add_metric([status], found.jobs if found else 0)
+            age.add_metric([status], found.oldest_age_s if found else 0)
+        yield jobs
+        yield age
+
+
+class Metrics:
+    def __init__(self, pool):
+        self._pool = pool
+        self.registry = CollectorRegistry()
+        self.deliveries = Counter(
+            "webhook_deliveries_total",
+            "Webhook deliveries answered, by outcome and HTTP status",
+            ["outcome", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "webhook_delivery_duration_seconds",
+            "Time from request to answer for webhook deliveries",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.conflicts = Counter(
+            "webhook_claim_conflicts_total",
+            "Deliveries that found their event or payment already claimed",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.pool_counters = {
+            name: Counter(f"webhook_db_pool_{name}", f"psycopg_pool {name}", registry=self.registry)
+            for name in _POOL_COUNTERS
+        }
+        self.pool_gauges = {
+            name: Gauge(
+                f"webhook_db_pool_{name}",
+                f"psycopg_pool {name}, summed over live processes",
+                multiprocess_mode="livesum",
+                registry=self.registry,
+            )
+            for name in _POOL_GAUGES
+        }
+        self.outbox = OutboxCollector(pool)
+        self.registry.register(self.outbox)
+
+    def observe_delivery(self, response: Response, seconds: float) -> None:
+        outcome = response.headers.get("X-Outcome") or "rejected"
+        self.deliveries.labels(outcome, str(response.status_code)).inc()
+        self.latency.observe(seconds)
+        conflict = "replayed" if response.headers.get("Idempotent-Replayed") else outcome
+        if conflict in _CONFLICTS:
+            self.conflicts.labels(_CONFLICTS[conflict]).inc()
+
+    def observe_pool(self) -> None:
+        stats = self._pool.get().pop_stats()
+        for name, counter in self.pool_counters.items():
+            counter.inc(stats.get(name, 0))
+        for name, gauge in self.pool_gauges.items():
+            gauge.set(stats.get(name, 0))
+
+    def exposition(self) -> bytes:
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        registry.register(self.outbox)
+        return generate_latest(registry)
+
+
+def install(app: Flask, pool) -> Metrics:
+    metrics = Metrics(pool)
+
+    @app.before_request
+    def _start_clock() -> None:
+        g.metrics_started = time.perf_counter()
+
+    @app.after_request
+    def _observe(response: Response) -> Response:
+        if request.endpoint == "stripe_webhook":
+            metrics.observe_delivery(response, time.perf_counter() - g.metrics_started)
+            metrics.observe_pool()
+        return response
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        metrics.observe_pool()
+        return Response(metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
+
+    return metrics
