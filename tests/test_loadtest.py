@@ -17,7 +17,7 @@ def _run(database_url: str, module: str, *args: str) -> subprocess.CompletedProc
     done = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=conftest.ROOT,
-        env={**conftest.test_env(database_url), "PATH": "/usr/bin:/bin"},
+        env={**conftest.service_env(database_url), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,

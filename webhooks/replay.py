@@ -11,13 +11,12 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import psycopg
 import requests
 
-from . import ledger, stripe_sender
+from . import durations, ledger, stripe_sender
 from .app import PROVIDER
 from .config import Settings
 from .db import database_url
@@ -39,8 +38,12 @@ def register(subparsers) -> None:
     )
     ledger_args.add_argument("--id", dest="ids", action="append", help="event id (repeatable)")
     ledger_args.add_argument("--type", dest="types", action="append", help="event type (repeatable)")
-    ledger_args.add_argument("--since", type=datetime.fromisoformat, help="received at or after (ISO 8601)")
-    ledger_args.add_argument("--until", type=datetime.fromisoformat, help="received before (ISO 8601)")
+    ledger_args.add_argument(
+        "--since", type=durations.instant, help="received at or after: a span back (1h, 7d) or an ISO time"
+    )
+    ledger_args.add_argument(
+        "--until", type=durations.instant, help="received before: a span back (1h, 7d) or an ISO time"
+    )
     ledger_args.add_argument("--limit", type=int, help="at most this many ledger events, oldest first")
     parser.add_argument("--times", type=stripe_sender.positive_int, default=1, help="send each event K times (default 1)")
     parser.set_defaults(func=run)
