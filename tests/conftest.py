@@ -156,6 +156,7 @@ class Gunicorn:
     def __init__(self, env: dict[str, str]):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.workers = int(env.get("WEB_CONCURRENCY", 1))
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
@@ -168,11 +169,17 @@ class Gunicorn:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
+        """Until /readyz answers and every worker has loaded the app.
+
+        One ready worker is not enough: a race test against a single booted
+        worker would serialise its senders and prove nothing.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             try:
-                if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
+                ready = requests.get(self.url + "/readyz", timeout=5).status_code == 200
+                if ready and self.output().count('"event": "app_ready"') >= self.workers:
                     return
             except requests.RequestException:
                 pass  # not listening yet, or a worker still booting or opening its pool

@@ -11,7 +11,7 @@ from webhooks import cli, samples
 
 @pytest.fixture
 def run(database_url, monkeypatch):
-    for name, value in conftest.test_env(database_url).items():
+    for name, value in conftest.service_env(database_url).items():
         monkeypatch.setenv(name, value)
 
     def run_command(*argv) -> tuple[int, str]:

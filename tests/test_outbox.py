@@ -37,7 +37,7 @@ def workers(database_url):
     started = []
 
     def start(downstream: Downstream, **extra) -> Worker:
-        env = conftest.test_env(database_url, WEBHOOK_OUTBOX_URL=downstream.url, **{**FAST_RETRIES, **extra})
+        env = conftest.service_env(database_url, WEBHOOK_OUTBOX_URL=downstream.url, **{**FAST_RETRIES, **extra})
         started.append(Worker(env))
         return started[-1]
 

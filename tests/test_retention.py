@@ -12,7 +12,7 @@ from webhooks import cli, retention, samples
 
 @pytest.fixture
 def prune(database_url, monkeypatch):
-    for name, value in conftest.test_env(database_url).items():
+    for name, value in conftest.service_env(database_url).items():
         monkeypatch.setenv(name, value)
 
     def run(*argv, **env) -> tuple[int, str, str]:

@@ -114,6 +114,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     metrics.install(app, pool)
     admin.install(app, settings.admin_token, pool)
+    log.info("app_ready", pid=os.getpid())
     return app
 
 
