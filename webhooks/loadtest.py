@@ -186,14 +186,18 @@ def throughput_table(result: Result, concurrency: int) -> str:
 
 def register(subparsers) -> None:
     parser = stripe_sender.command_parser(
-        subparsers, "loadtest", __doc__, help="deliver N events K times each over C connections, then audit the database"
+        subparsers,
+        "loadtest",
+        __doc__,
+        help="deliver N events K times each over C connections, then audit the database",
     )
-    parser.add_argument("--events", "-n", type=stripe_sender.positive_int, default=300, help="unique events (default %(default)s)")
+    count = stripe_sender.positive_int
+    parser.add_argument("--events", "-n", type=count, default=300, help="unique events (default %(default)s)")
     parser.add_argument(
-        "--duplicates", "-k", type=stripe_sender.positive_int, default=4, help="deliveries of each event (default %(default)s)"
+        "--duplicates", "-k", type=count, default=4, help="deliveries of each event (default %(default)s)"
     )
     parser.add_argument(
-        "--concurrency", "-c", type=stripe_sender.positive_int, default=16, help="concurrent connections (default %(default)s)"
+        "--concurrency", "-c", type=count, default=16, help="concurrent connections (default %(default)s)"
     )
     parser.add_argument(
         "--order",
@@ -207,7 +211,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--retry-budget",
-        type=stripe_sender.positive_int,
+        type=count,
         default=Retry.budget,
         help="attempts per delivery before giving up (default %(default)s)",
     )

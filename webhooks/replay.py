@@ -44,8 +44,12 @@ def register(subparsers) -> None:
     ledger_args.add_argument(
         "--until", type=durations.instant, help="received before: a span back (1h, 7d) or an ISO time"
     )
-    ledger_args.add_argument("--limit", type=int, help="at most this many ledger events, oldest first")
-    parser.add_argument("--times", type=stripe_sender.positive_int, default=1, help="send each event K times (default 1)")
+    ledger_args.add_argument(
+        "--limit", type=stripe_sender.positive_int, help="at most this many ledger events, oldest first"
+    )
+    parser.add_argument(
+        "--times", type=stripe_sender.positive_int, default=1, help="send each event K times (default 1)"
+    )
     parser.set_defaults(func=run)
 
 
