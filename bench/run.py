@@ -4,7 +4,8 @@ Every HTTP row is served by the project's gunicorn.conf.py (same workers,
 same worker class) and driven by the loadtest client at the same
 concurrency; the database ceiling is pgbench at that many clients. Rows:
 the service with each event delivered once and K times, a trivial Flask
-endpoint (HTTP ceiling), pgbench on the service's SQL (database ceiling),
+endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
+(database ceiling),
 the naive check-then-insert handler in a duplicate storm, and the service
 on a ledger pre-filled with a million rows.
 
@@ -15,6 +16,7 @@ table shows medians over rounds and each round's value.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import statistics
@@ -66,6 +68,14 @@ class Measure:
     cpu_us: dict[str, float] = field(default_factory=dict)
 
 
+def _row_names(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [name for name in names if name not in ROWS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    return names
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,7 +90,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rows pre-filled for the ledger-scale row (default %(default)s)")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
                         help="server to create private schemas on (default: $DATABASE_URL or %(default)s)")
-    parser.add_argument("--rows", type=lambda v: v.split(","), default=list(ROWS),
+    parser.add_argument("--rows", type=_row_names, default=list(ROWS),
                         help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)")
     parser.add_argument("--profile", type=Path,
                         help="record py-spy collapsed stacks of the service's first round here")
@@ -207,8 +217,8 @@ def _ratio_specs(args: argparse.Namespace):
 
 
 def _median_cpu(measures: list[Measure], part: str) -> str:
-    values = [m.cpu_us[part] for m in measures if part in m.cpu_us]
-    return f"{statistics.median(values):.0f}" if values and values[0] == values[0] else "-"
+    values = [m.cpu_us[part] for m in measures if not math.isnan(m.cpu_us.get(part, math.nan))]
+    return f"{statistics.median(values):.0f}" if values else "-"
 
 
 def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[str, Measure]]) -> str:
