@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import ledger_cli, migrate, retention, worker
+from . import ledger_cli, loadtest, migrate, replay, retention, worker
 from .config import Settings
 from .db import database_url
 
@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.register(commands)
     ledger_cli.register(commands)
     retention.register(commands)
+    replay.register(commands)
+    loadtest.register(commands)
     return parser
 
 

@@ -100,3 +100,34 @@ def record_failure(
         _RECORD_FAILURE,
         [provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw],
     )
+
+
+_STORED_EVENTS = """
+SELECT event_id, payload
+FROM webhook_events
+WHERE provider = %(provider)s
+  AND (%(ids)s::text[] IS NULL OR event_id = ANY(%(ids)s))
+  AND (%(types)s::text[] IS NULL OR event_type = ANY(%(types)s))
+  AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s)
+ORDER BY received_at, id
+LIMIT %(limit)s
+"""
+
+
+def stored_events(
+    conn: psycopg.Connection,
+    provider: str,
+    *,
+    ids: list[str] | None = None,
+    types: list[str] | None = None,
+    since=None,
+    until=None,
+    limit: int | None = None,
+) -> list[tuple[str, str]]:
+    """(event id, raw payload as received) of the matching events, oldest first.
+
+    A criterion left as None does not filter.
+    """
+    params = dict(provider=provider, ids=ids, types=types, since=since, until=until, limit=limit)
+    return conn.execute(_STORED_EVENTS, params).fetchall()

@@ -100,3 +100,22 @@ def payment_events(amount: int = 3000, currency: str = "usd", created: int | Non
 def encode(evt: dict) -> bytes:
     """The body bytes as Stripe sends them (pretty-printed JSON)."""
     return (json.dumps(evt, indent=2) + "\n").encode("utf-8")
+
+
+def payment_stream(count: int, **payment) -> list[dict]:
+    """`count` events from as many payments as it takes, each payment's events in order.
+
+    The last payment is cut short when `count` is not a multiple of three; it
+    still starts with its checkout session, so every payment in the list is one
+    that the service fulfils.
+    """
+    events: list[dict] = []
+    while len(events) < count:
+        events.extend(payment_events(**payment))
+    return events[:count]
+
+
+def payment_id(evt: dict) -> str | None:
+    """The payment intent id an event of `payment_events` belongs to."""
+    obj = evt["data"]["object"]
+    return obj["id"] if obj.get("object") == "payment_intent" else obj.get("payment_intent")

@@ -1,0 +1,75 @@
+"""CPU seconds used by the processes of one benchmark row, read from /proc.
+
+On a 2-core machine shared by the load generator, the web workers and
+PostgreSQL, throughput is CPU per delivery in disguise; these figures say
+which of the three a row's deliveries cost.
+"""
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+import psycopg
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def seconds(pids: list[int]) -> float:
+    """User + system CPU of `pids` (a process that is gone counts as 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def backends(conninfo: str, application_name: str) -> list[int]:
+    """Server processes of our connections; empty when the server is on another host."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        pids = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application_name]
+        ).fetchall()
+    return [pid for (pid,) in pids if Path(f"/proc/{pid}").exists()]
+
+
+def own_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Meter:
+    """CPU used during a block by web workers, their backends and this process."""
+
+    def __init__(self, workers: list[int], backend_pids: list[int]):
+        self.workers, self.backend_pids = workers, backend_pids
+        self.used: dict[str, float] = {}
+
+    def __enter__(self):
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc):
+        self.used = {k: end - self._start[k] for k, end in self._now().items()}
+
+    def _now(self) -> dict[str, float]:
+        return {
+            "workers": seconds(self.workers),
+            "postgres": seconds(self.backend_pids) if self.backend_pids else float("nan"),
+            "client": own_seconds(),
+        }

@@ -1,0 +1,155 @@
+"""The database ceiling: pgbench replaying the exact SQL the service runs for one payment.
+
+The statements are recorded, not rewritten: the three events of a fresh
+Checkout payment (session, payment intent, charge) go through
+`ingest.deliver` once while every statement psycopg sends is captured with
+its parameters rendered as literals. Each event becomes one transaction of
+a pgbench script, with its event ids and payment id turned into pgbench
+expressions so every run of the script is a new payment. Whatever the
+handlers do (ledger, payments, fulfilments, outbox), the ceiling does too.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from webhooks import ingest, ledger, samples
+from webhooks.app import PROVIDER
+from webhooks.config import Settings
+from webhooks.db import open_pool
+from webhooks.events import parse
+
+PGBENCH = "pgbench"
+EVENTS_PER_SCRIPT = 3
+# Stands for the ledger row id while a statement is rendered, then becomes :ledger_id.
+_LEDGER_ID_SENTINEL = 918273645546372819
+
+
+@dataclass(frozen=True)
+class Outcome:
+    deliveries_per_s: float
+    # Per run of the script: one payment's three transactions.
+    latencies_ms: list[float]
+
+
+@contextlib.contextmanager
+def _captured():
+    """Every (cursor, query, params) psycopg executes inside the block."""
+    captured = []
+    execute = psycopg.Cursor.execute
+
+    def capture(cursor, query, params=None, **kwargs):
+        captured.append((cursor, query, params))
+        return execute(cursor, query, params, **kwargs)
+
+    psycopg.Cursor.execute = capture
+    try:
+        yield captured
+    finally:
+        psycopg.Cursor.execute = execute
+
+
+def _literal(conn: psycopg.Connection, cursor, query, params) -> str:
+    if isinstance(query, sql.Composable):
+        query = query.as_string(conn)
+    if isinstance(query, bytes):
+        query = query.decode()
+    if isinstance(cursor, psycopg.RawCursor):  # $1-style placeholders
+        return re.sub(
+            r"\$(\d+)", lambda m: sql.Literal(params[int(m[1]) - 1]).as_string(conn), query
+        )
+    return psycopg.ClientCursor(conn).mogrify(query, params)
+
+
+def record(conninfo: str) -> list[list[str]]:
+    """The statements of each event of one new payment, as pgbench script lines."""
+    events = samples.payment_events()
+    recorded = []
+    pool = open_pool(Settings.from_env({"DATABASE_URL": conninfo}), conninfo, min_size=1, max_size=1)
+    try:
+        pool.wait()
+        for evt in events:
+            with _captured() as captured:
+                answer = ingest.deliver(pool, PROVIDER, parse(samples.encode(evt).decode()))
+            assert answer.status == 200, answer
+            with pool.connection() as conn:
+                recorded.append([_statement(conn, *call) for call in captured if str(call[1]).strip()])
+    finally:
+        pool.close()
+    return [[_parameterise(statement, events) for statement in event] for event in recorded]
+
+
+def _statement(conn: psycopg.Connection, cursor, query, params) -> str:
+    """One captured call as a pgbench command, the ledger row id passed by variable."""
+    if query == ledger._COMPLETE:
+        params = [*params[:-1], _LEDGER_ID_SENTINEL]
+    text = _literal(conn, cursor, query, params).strip().rstrip(";")
+    text = text.replace(str(_LEDGER_ID_SENTINEL), ":ledger_id")
+    # pgbench's \gset ends the command, as a semicolon would.
+    return f"{text} \\gset ledger_" if query == ledger._CLAIM else f"{text};"
+
+
+# A comment (its apostrophes are not quotes), an E'' string (backslashes
+# escape) or a standard string; scanned left to right, so each is whole.
+_TOKEN = re.compile(r"(--[^\n]*)" r"|(?<!\w)(E)'((?:[^'\\]|\\.|'')*)'" r"|()'((?:[^']|'')*)'")
+
+
+def _parameterise(statement: str, events: list[dict]) -> str:
+    """Swap the recorded payment's ids for ones new on every run of the script.
+
+    The ids only ever occur inside string literals; each such literal becomes
+    a parenthesised concatenation, so a cast after it (`'{...}'::text[]`)
+    still applies to the whole string.
+    """
+    ids = {samples.payment_id(events[0]): "'pi_pgb_' || :client_id || '_' || :n"}
+    for i, evt in enumerate(events):
+        ids[evt["id"]] = f"'evt_pgb_' || :client_id || '_' || :n || '_{i}'"
+    pattern = re.compile("|".join(map(re.escape, ids)))
+
+    def splice(match: re.Match) -> str:
+        prefix = match[2] if match[2] is not None else match[4]
+        body = match[3] if match[3] is not None else match[5]
+        if match[1] is not None or not pattern.search(body):
+            return match[0]
+        pieces = pattern.split(body)
+        found = pattern.findall(body)
+        parts = [f"{prefix}'{pieces[0]}'"]
+        for recorded, piece in zip(found, pieces[1:]):
+            parts += [f"({ids[recorded]})", f"{prefix}'{piece}'"]
+        return "(" + " || ".join(parts) + ")"
+
+    return _TOKEN.sub(splice, statement)
+
+
+def script(recorded: list[list[str]]) -> str:
+    lines = ["\\set n random(1, 1000000000000000)"]
+    for statements in recorded:
+        lines += ["BEGIN;", *statements, "COMMIT;"]
+    return "\n".join(lines) + "\n"
+
+
+def run(conninfo: str, clients: int, seconds: int) -> Outcome:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "payment.sql"
+        path.write_text(script(record(conninfo)))
+        args = [
+            PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T", str(seconds),
+            "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"), conninfo,
+        ]
+        done = subprocess.run(args, capture_output=True, text=True, cwd=tmp, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbench failed:\n{done.stdout}\n{done.stderr}")
+        tps = float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)[1])
+        latencies = sorted(
+            int(line.split()[2]) / 1000
+            for log in Path(tmp).glob("txn*")
+            for line in log.read_text().splitlines()
+        )
+    return Outcome(tps * EVENTS_PER_SCRIPT, latencies)

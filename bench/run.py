@@ -1,0 +1,282 @@
+"""`python -m bench`: the service against its ceilings, in one run, as a markdown table of ratios.
+
+Every HTTP row is served by the project's gunicorn.conf.py (same workers,
+same worker class) and driven by the loadtest client at the same
+concurrency; the database ceiling is pgbench at that many clients. Rows:
+the service with each event delivered once and K times, a trivial Flask
+endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
+(database ceiling),
+the naive check-then-insert handler in a duplicate storm, and the service
+on a ledger pre-filled with a million rows.
+
+The machine is shared, so the rows run in rounds (each row once per round,
+in order) and every ratio is taken between rows of the same round; the
+table shows medians over rounds and each round's value.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from webhooks import audit, loadtest, samples
+from webhooks.loadtest import markdown_table, percentile
+
+from . import apps, cpu, pgbench, profile, servers
+
+SECRET = "whsec_bench_0123456789"
+LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
+WARM_UP_EVENTS = 300
+ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big")
+# Environment that changes how the rows are served: shown with the results.
+_SETTINGS = ("WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS", "GUNICORN_CMD_ARGS",
+             "WEBHOOK_POOL_MAX_SIZE")
+
+_PREFILL = """
+INSERT INTO webhook_events
+    (provider, event_id, event_type, payload, status, outcome, response_status,
+     response_body, received_at, completed_at)
+SELECT 'stripe', 'evt_fill_' || md5(g::text),
+       (ARRAY['checkout.session.completed', 'payment_intent.succeeded', 'charge.succeeded'])[1 + g %% 3],
+       '{"object":"event"}', 'completed', 'ignored', 200, '{}',
+       now() - g * interval '1 second', now() - g * interval '1 second'
+FROM generate_series(1, %s) AS g
+"""
+
+
+@dataclass
+class Measure:
+    """One row in one round."""
+
+    events_per_s: float
+    deliveries_per_s: float
+    p99_ms: float
+    notes: Counter = field(default_factory=Counter)
+    # CPU microseconds per HTTP attempt: web workers, their PostgreSQL backends, load generator.
+    cpu_us: dict[str, float] = field(default_factory=dict)
+
+
+def _row_names(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [name for name in names if name not in ROWS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    return names
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", "-c", type=int, default=16,
+                        help="HTTP connections and pgbench clients (default %(default)s)")
+    parser.add_argument("--seconds", type=int, default=3,
+                        help="length of a row in one round (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (default %(default)s)")
+    parser.add_argument("--duplicates", "-k", type=int, default=4,
+                        help="deliveries per event in the duplicate rows (default %(default)s)")
+    parser.add_argument("--ledger-rows", type=int, default=1_000_000,
+                        help="rows pre-filled for the ledger-scale row (default %(default)s)")
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
+                        help="server to create private schemas on (default: $DATABASE_URL or %(default)s)")
+    parser.add_argument("--rows", type=_row_names, default=list(ROWS),
+                        help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)")
+    parser.add_argument("--profile", type=Path,
+                        help="record py-spy collapsed stacks of the service's first round here")
+    return parser.parse_args(argv)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, empty: str, filled: str, workdir: Path):
+        self.args, self.empty, self.filled, self.workdir = args, empty, filled, workdir
+        self.rates: dict[tuple, float] = {}  # last measured events/s, to size the next round
+        self.profile_pending = args.profile
+
+    def titles(self) -> dict[str, str]:
+        k, c = self.args.duplicates, self.args.concurrency
+        return {
+            "service": "service, K=1",
+            "service_dup": f"service, K={k} duplicates racing",
+            "trivial": "HTTP ceiling: trivial Flask endpoint, no DB",
+            "pgbench": f"DB ceiling: pgbench -M prepared, {c} clients, the service's recorded SQL "
+                       "(p99: one payment's 3 transactions)",
+            "naive": f"naive check-then-insert, no unique index, K={k}",
+            "service_big": f"service, K=1, ledger pre-filled with {self.args.ledger_rows:,} rows",
+        }
+
+    def measure(self, row: str) -> Measure:
+        k = self.args.duplicates
+        if row == "pgbench":
+            outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds)
+            rate = outcome.deliveries_per_s
+            return Measure(rate, rate, percentile(outcome.latencies_ms, 99))
+        if row == "trivial":
+            return self._http("bench.apps:trivial", self.empty, 1)[1]
+        if row == "naive":
+            self._sql(self.empty, "TRUNCATE naive_fulfilments")
+            measure = self._http("bench.apps:naive", self.empty, k)[1]
+            measure.notes["double fulfilments"] = self._sql(self.empty, apps.DOUBLE_FULFILMENTS)[0][0]
+            return measure
+        conninfo = self.filled if row == "service_big" else self.empty
+        spy_output = None
+        if row == "service":
+            spy_output, self.profile_pending = self.profile_pending, None
+        duplicates = k if row == "service_dup" else 1
+        events, measure, result = self._http("wsgi:app", conninfo, duplicates, spy_output)
+        checks = audit.audit_events(conninfo, events, result.first_answers)
+        measure.notes["audit passed" if all(c.passed for c in checks) else "AUDIT FAILED"] += 1
+        return measure
+
+    def _http(self, app: str, conninfo: str, duplicates: int, spy_output: Path | None = None):
+        """Start gunicorn, warm up, run for about --seconds; (events sent, measure, result)."""
+        key = (app, conninfo, duplicates)
+        name = f"bench-{os.getpid()}"
+        env = {
+            "DATABASE_URL": make_conninfo(conninfo, application_name=name),
+            "STRIPE_WEBHOOK_SECRET": SECRET,
+        }
+        with servers.gunicorn(app, env, self.workdir / "gunicorn.log") as (url, pid):
+            url += "/webhooks/stripe"
+            warm = self._deliver(url, samples.payment_stream(WARM_UP_EVENTS), duplicates)
+            rate = self.rates.get(key, warm.events_per_s)
+            events = samples.payment_stream(max(WARM_UP_EVENTS, int(rate * self.args.seconds)))
+            meter = cpu.Meter(cpu.children(pid), cpu.backends(conninfo, name))
+            with _py_spy(pid, spy_output), meter:
+                result = self._deliver(url, events, duplicates)
+        self.rates[key] = result.events_per_s
+        return events, _measure(result, meter.used), result
+
+    def _deliver(self, url: str, events: list[dict], duplicates: int) -> loadtest.Result:
+        deliveries = loadtest.plan(events, duplicates, together=True)
+        return loadtest.deliver(url, SECRET, deliveries, self.args.concurrency, progress=False)
+
+    @staticmethod
+    def _sql(conninfo: str, sql: str, params=None):
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else None
+
+
+def _measure(result: loadtest.Result, cpu_s: dict[str, float]) -> Measure:
+    return Measure(
+        result.events_per_s,
+        result.deliveries_per_s,
+        percentile(result.latencies_ms(), 99),
+        Counter(f"HTTP {label}" for label, _ in result.attempts),
+        {part: used / len(result.attempts) * 1e6 for part, used in cpu_s.items()},
+    )
+
+
+class _py_spy:
+    """py-spy recording every worker of a gunicorn for the duration of a block."""
+
+    def __init__(self, pid: int, output: Path | None):
+        self.pid, self.output, self.proc = pid, output, None
+
+    def __enter__(self):
+        if self.output:
+            self.proc = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(self.pid), "--subprocesses", "--format", "raw",
+                 "--rate", "200", "--output", str(self.output)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            time.sleep(1.0)  # attached before the load starts
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.send_signal(2)  # SIGINT: py-spy writes its output and exits
+            self.proc.wait(timeout=60)
+
+
+def _ratio_specs(args: argparse.Namespace):
+    """(label, numerator row, denominator rows, how the denominators combine)."""
+    k, filled = args.duplicates, f"{args.ledger_rows:,}"
+    return [
+        ("**service / min(HTTP ceiling, DB ceiling)** (target >= 0.7)", "service", ("trivial", "pgbench"), min),
+        # What one core-sharing machine can do when every delivery costs both
+        # ceilings' work: their per-delivery times add up.
+        ("service / combined ceiling 1 / (1/HTTP + 1/DB)", "service", ("trivial", "pgbench"),
+         lambda rates: 1 / sum(1 / rate for rate in rates)),
+        ("service / HTTP ceiling", "service", ("trivial",), min),
+        ("service / DB ceiling", "service", ("pgbench",), min),
+        (f"service K={k} / service K=1 (unique events/s)", "service_dup", ("service",), min),
+        (f"naive K={k} / service K={k} (unique events/s)", "naive", ("service_dup",), min),
+        (f"service on {filled} ledger rows / on an empty ledger", "service_big", ("service",), min),
+    ]
+
+
+def _median_cpu(measures: list[Measure], part: str) -> str:
+    values = [m.cpu_us[part] for m in measures if not math.isnan(m.cpu_us.get(part, math.nan))]
+    return f"{statistics.median(values):.0f}" if values else "-"
+
+
+def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[str, Measure]]) -> str:
+    rows = [key for key in args.rows if key in rounds[0]]
+    table = []
+    for key in rows:
+        measures = [r[key] for r in rounds]
+        notes = sum((m.notes for m in measures), Counter())
+        table.append([
+            titles[key],
+            f"{statistics.median(m.events_per_s for m in measures):.0f}",
+            f"{statistics.median(m.deliveries_per_s for m in measures):.0f}",
+            f"{statistics.median(m.p99_ms for m in measures):.1f}",
+            " / ".join(f"{m.events_per_s:.0f}" for m in measures),
+            *(_median_cpu(measures, part) for part in ("workers", "postgres", "client")),
+            ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
+        ])
+    ratios = []
+    for label, top, bottoms, combine in _ratio_specs(args):
+        if top in rows and all(b in rows for b in bottoms):
+            values = [r[top].events_per_s / combine([r[b].events_per_s for b in bottoms]) for r in rounds]
+            ratios.append([label, f"{statistics.median(values):.2f}", " / ".join(f"{v:.2f}" for v in values)])
+    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
+    setup = (
+        f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
+        + (f" with {', '.join(overrides)}" if overrides else " (sync workers, 2 x cores + 1)")
+        + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
+        f"about {args.seconds} s per row; medians over rounds"
+    )
+    return "\n\n".join([
+        markdown_table(["row", "unique events/s", "deliveries/s", "p99 ms", "per round",
+                        "CPU µs/attempt: web workers", "postgres", "load generator", "totals"], table),
+        markdown_table(["ratio (same round)", "median", "per round"], ratios),
+        setup,
+    ]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rounds: list[dict[str, Measure]] = []
+    with servers.private_schema(args.database_url) as empty, \
+            servers.private_schema(args.database_url) as filled, \
+            tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(args, empty, filled, Path(tmp))
+        Bench._sql(empty, apps.NAIVE_TABLE)
+        if "service_big" in args.rows:
+            started = time.perf_counter()
+            Bench._sql(filled, _PREFILL, [args.ledger_rows])
+            Bench._sql(filled, "VACUUM ANALYZE webhook_events")
+            print(f"[bench] ledger pre-filled in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        for number in range(1, args.rounds + 1):
+            rounds.append({})
+            for row in args.rows:
+                rounds[-1][row] = bench.measure(row)
+                print(f"[bench] round {number} {row}: {rounds[-1][row].events_per_s:.0f} events/s",
+                      file=sys.stderr)
+    print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
+    print(render(args, bench.titles(), rounds))
+    if args.profile:
+        print(profile.summary(args.profile))
+    return 0

@@ -1,0 +1,74 @@
+"""Locust load for the webhook endpoint: the same events, signing and retries as `python -m webhooks loadtest`.
+
+    STRIPE_WEBHOOK_SECRET=whsec_... DATABASE_URL=... \\
+        locust -f locustfile.py --host http://127.0.0.1:8000 --headless -u 16 -r 16 -t 30s
+
+Users share one stream of deliveries in which each event's LOADTEST_DUPLICATES
+copies (default 4) come back to back, so several users send the same event at
+once. A 409 or 5xx is recorded as a failure and retried with Stripe-like
+backoff. With DATABASE_URL set, the ledger and fulfilments are audited when the
+test stops, and a failed audit makes locust exit 1.
+"""
+import os
+from collections import Counter
+
+import gevent
+from locust import FastHttpUser, constant, events, task
+
+from webhooks import audit, samples, stripe_sender
+
+DUPLICATES = int(os.environ.get("LOADTEST_DUPLICATES", "4"))
+SECRET = stripe_sender.default_secret()
+RETRY = stripe_sender.Retry()
+sent: dict[str, dict] = {}  # events with at least one delivery answered 2xx, by id
+first_answers: Counter = Counter()
+
+
+def _deliveries():
+    while True:
+        for evt in samples.payment_events():
+            body = samples.encode(evt)
+            for _ in range(DUPLICATES):
+                yield evt, body
+
+
+_next_delivery = _deliveries()
+
+
+class StripeWebhooks(FastHttpUser):
+    wait_time = constant(0)
+
+    @task
+    def deliver(self) -> None:
+        evt, body = next(_next_delivery)
+        for attempt in range(1, RETRY.budget + 1):
+            headers = stripe_sender.headers(body, SECRET)
+            with self.client.post(
+                stripe_sender.WEBHOOK_PATH, data=body, headers=headers, catch_response=True
+            ) as response:
+                if not stripe_sender.retryable(response.status_code or None):
+                    self._answered(evt, response)
+                    return
+                response.failure(f"{response.status_code}: retried like Stripe")
+            gevent.sleep(RETRY.delay(attempt))
+
+    @staticmethod
+    def _answered(evt: dict, response) -> None:
+        if not 200 <= response.status_code < 300:
+            response.failure(f"{response.status_code}: {response.text}")
+            return
+        sent.setdefault(evt["id"], evt)
+        if response.headers.get("Idempotent-Replayed") != "true":
+            first_answers[evt["id"]] += 1
+
+
+@events.quitting.add_listener
+def _audit(environment, **_) -> None:
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        return
+    # Only events that were answered: the stop can cut a delivery short.
+    for check in audit.audit_events(url, list(sent.values()), first_answers):
+        print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
+        if not check.passed:
+            environment.process_exit_code = 1

@@ -1,0 +1,82 @@
+"""`python -m webhooks loadtest` against a real gunicorn and database."""
+import subprocess
+import sys
+
+import pytest
+
+from tests import conftest
+from webhooks import loadtest
+
+
+def run_command(server, database_url: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m webhooks ARGS` aimed at `server`, with the test's database and secrets."""
+    return _run(database_url, "webhooks", *args, "--url", server.url + "/webhooks/stripe")
+
+
+def _run(database_url: str, module: str, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=conftest.ROOT,
+        env={**conftest.service_env(database_url), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    print(done.stdout, done.stderr)
+    return done
+
+
+@pytest.fixture
+def server(gunicorn):
+    return gunicorn()
+
+
+def test_loadtest_with_duplicates_passes_its_audit(server, database_url, db):
+    done = run_command(server, database_url, "loadtest", "--events", "200", "--duplicates", "4")
+    assert done.returncode == 0
+    assert done.stdout.count("PASS") == 3
+    statuses = db.execute("SELECT status, count(*) FROM webhook_events GROUP BY 1").fetchall()
+    assert statuses == [("completed", 200)]
+    # 200 events are 67 Checkout payments (the last one cut short after its session).
+    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 67
+
+
+def test_loadtest_fails_when_events_do_not_take_effect(server, database_url):
+    done = run_command(server, database_url, "loadtest", "-n", "6", "-k", "2", "--secret", "whsec_wrong")
+    assert done.returncode == 1
+    assert "FAIL  every event completed: 0 of 6" in done.stdout
+    assert "FAIL  fulfilments == distinct payments" in done.stdout
+
+
+def test_failed_deliveries_are_retried_until_answered_2xx(server, db):
+    evt = conftest.scripted_event(fail_attempts=2, payment_id="pi_retried")
+    deliveries = loadtest.plan([evt], duplicates=1, together=True)
+    result = loadtest.deliver(
+        server.url + "/webhooks/stripe", conftest.SECRET, deliveries, concurrency=1,
+        retry=loadtest.Retry(budget=4, base_s=0.01), progress=False,
+    )
+    assert [label for label, _ in result.attempts] == ["500", "500", "200"]
+    assert result.dropped == 0
+    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 1
+
+
+def test_retries_stop_at_the_budget(server, db):
+    evt = conftest.scripted_event(fail_attempts=5)
+    deliveries = loadtest.plan([evt], duplicates=2, together=True)
+    result = loadtest.deliver(
+        server.url + "/webhooks/stripe", conftest.SECRET, deliveries, concurrency=2,
+        retry=loadtest.Retry(budget=2, base_s=0.01), progress=False,
+    )
+    assert sorted(label for label, _ in result.attempts) == ["500"] * 4
+    assert result.dropped == 2
+    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+
+
+def test_locustfile_load_passes_its_audit(server, database_url, db):
+    done = _run(
+        database_url, "locust", "-f", "locustfile.py", "--headless", "--only-summary",
+        "-u", "8", "-r", "8", "-t", "3s", "--host", server.url,
+    )
+    assert done.returncode == 0
+    assert done.stdout.count("PASS") == 3
+    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] > 0

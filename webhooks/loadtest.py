@@ -1,0 +1,247 @@
+"""`python -m webhooks loadtest`: duplicate deliveries at load, then an audit of the database.
+
+N realistic events (three per Checkout payment) are each delivered K times
+over C concurrent connections. Like Stripe, a delivery answered 409, 5xx or
+not at all is retried with exponential backoff until it gets a 2xx or its
+attempt budget runs out. At the end: a summary of what was answered and how
+fast, and an audit of the ledger and fulfilments that fails the command
+unless every event took effect exactly once.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import aiohttp
+from tqdm import tqdm
+
+from . import audit, samples, stripe_sender
+from .config import Settings
+from .db import database_url
+from .stripe_sender import Retry, retryable
+
+# Stripe waits longer than any delivery should take before it counts a timeout.
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(eq=False)
+class Delivery:
+    event_id: str
+    body: bytes
+    attempts: int = 0
+
+
+@dataclass
+class Result:
+    events: int
+    deliveries: int
+    elapsed_s: float = 0.0
+    # (label, seconds) per HTTP attempt; label is the status, "200 replayed" or "error".
+    attempts: list[tuple[str, float]] = field(default_factory=list)
+    # Non-replayed 200s per event id: more than one means an event took effect twice.
+    first_answers: Counter = field(default_factory=Counter)
+    dropped: int = 0
+
+    @property
+    def deliveries_per_s(self) -> float:
+        return self.deliveries / self.elapsed_s
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.elapsed_s
+
+    def latencies_ms(self, label: str | None = None) -> list[float]:
+        return sorted(s * 1000 for answer, s in self.attempts if label in (None, answer))
+
+
+def plan(events: list[dict], duplicates: int, together: bool) -> list[Delivery]:
+    """Every event `duplicates` times: back to back so the copies race, or shuffled."""
+    bodies = [(evt["id"], samples.encode(evt)) for evt in events]
+    deliveries = [Delivery(event_id, body) for event_id, body in bodies for _ in range(duplicates)]
+    if not together:
+        random.shuffle(deliveries)
+    return deliveries
+
+
+def deliver(
+    url: str,
+    secret: str,
+    deliveries: list[Delivery],
+    concurrency: int,
+    jitter_s: float = 0.0,
+    retry: Retry = Retry(),
+    progress: bool = True,
+) -> Result:
+    result = Result(events=len({d.event_id for d in deliveries}), deliveries=len(deliveries))
+    with tqdm(total=len(deliveries), unit="delivery", disable=not progress, file=sys.stderr) as bar:
+        started = time.perf_counter()
+        asyncio.run(_deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, result, bar))
+        result.elapsed_s = time.perf_counter() - started
+    return result
+
+
+async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, result, bar) -> None:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Delivery] = asyncio.Queue()
+    for delivery in deliveries:
+        queue.put_nowait(delivery)
+    unfinished = len(deliveries)
+    all_done = asyncio.Event()
+
+    def finish(status: int | None) -> None:
+        nonlocal unfinished
+        if status is None or not 200 <= status < 300:
+            result.dropped += 1
+        bar.update()
+        unfinished -= 1
+        if unfinished == 0:
+            all_done.set()
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while True:
+            delivery = await queue.get()
+            if jitter_s:
+                await asyncio.sleep(random.uniform(0, jitter_s))
+            status = await _attempt(session, url, secret, delivery, result)
+            delivery.attempts += 1
+            if retryable(status) and delivery.attempts < retry.budget:
+                # The retry waits off the connection, as Stripe's does.
+                loop.call_later(retry.delay(delivery.attempts), queue.put_nowait, delivery)
+            else:
+                finish(status)
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        workers = [asyncio.create_task(worker(session)) for _ in range(concurrency)]
+        await all_done.wait()
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def _attempt(session, url: str, secret: str, delivery: Delivery, result: Result) -> int | None:
+    headers = stripe_sender.headers(delivery.body, secret)
+    started = time.perf_counter()
+    try:
+        async with session.post(url, data=delivery.body, headers=headers) as response:
+            await response.read()
+            status = response.status
+            replayed = response.headers.get("Idempotent-Replayed") == "true"
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        result.attempts.append(("error", time.perf_counter() - started))
+        return None
+    result.attempts.append((f"{status} replayed" if replayed else str(status), time.perf_counter() - started))
+    if status == 200 and not replayed:
+        result.first_answers[delivery.event_id] += 1
+    return status
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    if len(sorted_values) < 2:
+        return sorted_values[0] if sorted_values else float("nan")
+    return statistics.quantiles(sorted_values, n=100, method="inclusive")[int(pct) - 1]
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    cells = [headers, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def latency_table(result: Result) -> str:
+    labels = sorted({label for label, _ in result.attempts})
+    rows = []
+    for label in [*labels, None]:
+        ms = result.latencies_ms(label)
+        rows.append(
+            [label or "all", len(ms)]
+            + [f"{percentile(ms, p):.1f}" for p in (50, 95, 99)]
+            + [f"{ms[-1]:.1f}" if ms else "-"]
+        )
+    return markdown_table(["answer", "attempts", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows)
+
+
+def throughput_table(result: Result, concurrency: int) -> str:
+    rows = [
+        ["unique events", result.events],
+        ["deliveries", result.deliveries],
+        ["HTTP attempts (with retries)", len(result.attempts)],
+        ["deliveries without a 2xx", result.dropped],
+        ["concurrency", concurrency],
+        ["elapsed s", f"{result.elapsed_s:.2f}"],
+        ["deliveries/s", f"{result.deliveries_per_s:.1f}"],
+        ["unique events/s", f"{result.events_per_s:.1f}"],
+    ]
+    return markdown_table(["measure", "value"], rows)
+
+
+def register(subparsers) -> None:
+    parser = stripe_sender.command_parser(
+        subparsers,
+        "loadtest",
+        __doc__,
+        help="deliver N events K times each over C connections, then audit the database",
+    )
+    count = stripe_sender.positive_int
+    parser.add_argument("--events", "-n", type=count, default=300, help="unique events (default %(default)s)")
+    parser.add_argument(
+        "--duplicates", "-k", type=count, default=4, help="deliveries of each event (default %(default)s)"
+    )
+    parser.add_argument(
+        "--concurrency", "-c", type=count, default=16, help="concurrent connections (default %(default)s)"
+    )
+    parser.add_argument(
+        "--order",
+        choices=["together", "spread"],
+        default="together",
+        help="together: an event's copies are sent back to back and race each other "
+        "(default); spread: all deliveries shuffled",
+    )
+    parser.add_argument(
+        "--jitter-ms", type=float, default=0.0, help="random delay of up to this before each attempt"
+    )
+    parser.add_argument(
+        "--retry-budget",
+        type=count,
+        default=Retry.budget,
+        help="attempts per delivery before giving up (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-audit",
+        action="store_true",
+        help="skip the database audit (it needs the service's DATABASE_URL)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.secret:
+        sys.exit("loadtest: no signing secret: pass --secret or set STRIPE_WEBHOOK_SECRET")
+    events = samples.payment_stream(args.events)
+    deliveries = plan(events, args.duplicates, together=args.order == "together")
+    result = deliver(
+        args.url,
+        args.secret,
+        deliveries,
+        args.concurrency,
+        jitter_s=args.jitter_ms / 1000,
+        retry=Retry(budget=args.retry_budget),
+        progress=sys.stderr.isatty(),
+    )
+    print(latency_table(result), end="\n\n")
+    print(throughput_table(result, args.concurrency), end="\n\n")
+    if args.no_audit:
+        return 0 if result.dropped == 0 else 1
+    checks = audit.audit_events(database_url(Settings.from_env()), events, result.first_answers)
+    for check in checks:
+        print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
+    return 0 if all(check.passed for check in checks) else 1
