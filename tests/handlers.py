@@ -8,6 +8,8 @@
                    claim, and the provider's retry runs at full speed
   abort            run a failing statement first, leaving the transaction aborted
   fail_attempts    raise until this many failures of the event are recorded
+  clash_payment_id insert a fulfilment of this payment without ON CONFLICT: a
+                   handler bug that violates the unique index on every attempt
   payment_id       then fulfil this payment
 """
 import os
@@ -57,6 +59,12 @@ def scripted(conn: psycopg.Connection, event) -> str:
     ).fetchone()[0]
     if failed < int(script.get("fail_attempts", 0)):
         raise ScriptedFailure(f"scripted failure {failed + 1}")
+    if script.get("clash_payment_id"):
+        conn.execute(
+            "INSERT INTO fulfilments (payment_id, provider, event_id, event_type) "
+            "VALUES (%s, 'stripe', %s, %s)",
+            [script["clash_payment_id"], event.id, event.type],
+        )
     if script.get("payment_id"):
         return fulfilment.fulfil_payment(conn, event, script["payment_id"], 100, "usd")
     return "scripted"

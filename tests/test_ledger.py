@@ -90,6 +90,20 @@ def test_failure_is_recorded_even_when_the_claim_transaction_was_aborted(client,
     assert table_counts(db)["webhook_events"] == 0
 
 
+def test_handler_that_always_violates_a_unique_key_fails_loudly_not_409(client, db):
+    paid = samples.payment_events()[1]
+    post_event(client, paid)
+    evt = scripted_event(clash_payment_id=paid["data"]["object"]["id"])
+    response = post_event(client, evt)
+    assert response.status_code == 500
+    assert response.get_json() == {"error": "fulfilment_failed"}
+    error_class = db.execute(
+        "SELECT error_class FROM webhook_failures WHERE event_id = %s", [evt["id"]]
+    ).fetchone()
+    assert error_class == ("UniqueViolation",)
+    assert table_counts(db) == {"webhook_events": 1, "webhook_failures": 1, "fulfilments": 1}
+
+
 def test_loser_survives_the_winning_row_vanishing_before_it_reads_it(client, db, monkeypatch):
     evt = samples.payment_events()[1]
     post_event(client, evt)

@@ -123,18 +123,19 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
     if body is None:
         return _error(413, "body_too_large"), None
     try:
-        signature.verify(
+        text = signature.verify(
             body,
             request.headers.get("Stripe-Signature"),
             settings.webhook_secrets,
             settings.signature_tolerance_s,
         )
-        event = parse(body.decode("utf-8"))
+        event = parse(text)
         require_mode(event, settings.stripe_mode)
     except signature.InvalidSignature as exc:
         return _error(400, "invalid_signature", str(exc)), None
     except InvalidEvent as exc:
-        return _error(400, exc.error, str(exc)), None
+        answer = ingest.invalid_event(exc)
+        return _json_response(answer.status, answer.body), None
     answer = ingest.deliver(pool.get(), PROVIDER, event)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:

@@ -41,25 +41,40 @@ IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress"
 
 def deliver(pool: ConnectionPool, provider: str, event: Event) -> Answer:
     try:
-        for _ in range(_ATTEMPTS):
-            try:
-                answer = _claim_and_fulfil(pool, provider, event)
-            except errors.UniqueViolation:
-                # A duplicate committed a write our handler made without
-                # ON CONFLICT; a fresh attempt sees it and answers from it.
-                continue
-            if answer is not None:
-                return answer
-        return IN_PROGRESS
+        return _settle(pool, provider, event)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
-        return Answer(400, json_body(error="invalid_event", detail=str(exc)), "invalid")
+        return invalid_event(exc)
     except Exception as exc:
         _record_failure(pool, provider, event, exc)
         if is_unavailable(exc):
             return Answer(503, json_body(error="database_unavailable"), "unavailable")
         return Answer(500, json_body(error="fulfilment_failed"), "failed")
+
+
+def invalid_event(exc: InvalidEvent) -> Answer:
+    return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
+
+
+def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+    conflict = None
+    for _ in range(_ATTEMPTS):
+        try:
+            answer = _claim_and_fulfil(pool, provider, event)
+        except errors.UniqueViolation as exc:
+            # A duplicate committed a write our handler made without
+            # ON CONFLICT; a fresh attempt sees it and answers from it.
+            conflict = exc
+            continue
+        if answer is not None:
+            return answer
+    if conflict is not None:
+        # Still clashing after fresh looks: not a race but a handler whose key
+        # collides with committed data. A 409 would hide it until Stripe gives
+        # up; failing loudly records it and keeps the event retryable.
+        raise conflict
+    return IN_PROGRESS
 
 
 def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answer | None:

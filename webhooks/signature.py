@@ -43,8 +43,8 @@ def verify(
     secrets: Iterable[str],
     tolerance_s: int,
     now: float | None = None,
-) -> None:
-    """Return if any secret signs `body`; raise InvalidSignature otherwise."""
+) -> str:
+    """The body as text if any secret signs it; InvalidSignature otherwise."""
     if not header:
         raise InvalidSignature("missing Stripe-Signature header")
     if len(header) > _MAX_HEADER_CHARS:
@@ -62,6 +62,7 @@ def verify(
     now = time.time() if now is None else now
     if timestamp > now + tolerance_s:
         raise InvalidSignature("timestamp is in the future")
+    return payload
 
 
 def _signed_by(payload: str, header: str, secret: str, tolerance_s: int) -> bool:
