@@ -19,6 +19,7 @@ from datetime import datetime
 
 import psycopg
 from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
+from pgqueuer.adapters.persistence import qb
 from pgqueuer.adapters.persistence.queries import SyncQueries
 
 ENTRYPOINT = "webhooks.outbox"
@@ -27,6 +28,9 @@ KIND_HEADER = "kind"
 # pgqueuer's statuses: queued (waiting, possibly for a retry's backoff),
 # picked (a worker has it), failed (dead letter: held after the last attempt).
 DEAD = "failed"
+# Built once: a fresh builder per enqueue re-renders the queue's SQL on the
+# hot path of every fulfilment.
+_QUERIES = qb.QueryQueueBuilder()
 
 
 def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> None:
@@ -36,7 +40,7 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
     after that it is a second delivery with the same key, which the receiver
     treats as done.
     """
-    SyncQueries(SyncPsycopgDriver(conn)).enqueue(
+    SyncQueries(SyncPsycopgDriver(conn), qbq=_QUERIES).enqueue(
         ENTRYPOINT,
         json.dumps({"kind": kind, **payload}, separators=(",", ":")).encode(),
         headers={KEY_HEADER: idempotency_key, KIND_HEADER: kind},

@@ -6,10 +6,10 @@ intent, so that id (or, without one, the session's or charge's own id),
 scoped by Connect account, is the key of both the `payments` row and the
 `fulfilments` row.
 
-Every handler that touches a payment starts with `ensure_payment` and then
-updates the `payments` row, before any other row of that payment, so the
-events of one payment apply one after another and always in the same lock
-order, which rules out deadlocks between them.
+Every handler that touches a payment starts by writing its `payments` row
+(`set_status`, or `ensure_payment` before another update), before any other
+row of that payment, so the events of one payment apply one after another
+and always in the same lock order, which rules out deadlocks between them.
 """
 from __future__ import annotations
 
@@ -42,15 +42,19 @@ INSERT INTO payments (payment_id, account) VALUES (%s, %s)
 ON CONFLICT (payment_id, account) DO NOTHING
 """
 
-# Applies only if this event is not older than the one that set the current
-# status: no row is returned when it is.
+# Creates the payment with this status, or applies it only if this event is
+# not older than the one that set the current status (no row returned then).
+# One statement, not an ensure + update: a conflicting row is locked even
+# when the WHERE rejects the update, so the lock order is the same.
 _SET_STATUS = """
-UPDATE payments
-SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s,
-    amount = coalesce(%(amount)s, amount), currency = coalesce(%(currency)s, currency),
+INSERT INTO payments AS p
+    (payment_id, account, status, status_rank, status_at, amount, currency)
+VALUES (%(payment_id)s, %(account)s, %(status)s, %(rank)s, %(at)s, %(amount)s, %(currency)s)
+ON CONFLICT (payment_id, account) DO UPDATE
+SET status = EXCLUDED.status, status_rank = EXCLUDED.status_rank, status_at = EXCLUDED.status_at,
+    amount = coalesce(EXCLUDED.amount, p.amount), currency = coalesce(EXCLUDED.currency, p.currency),
     updated_at = now()
-WHERE payment_id = %(payment_id)s AND account = %(account)s
-  AND (status IS NULL OR (%(at)s, %(rank)s) >= (status_at, status_rank))
+WHERE p.status IS NULL OR (EXCLUDED.status_at, EXCLUDED.status_rank) >= (p.status_at, p.status_rank)
 RETURNING status
 """
 
@@ -82,7 +86,6 @@ def set_status(
     currency: str | None,
 ) -> bool:
     """Record `status` unless a newer event already set one; True if applied."""
-    ensure_payment(conn, event, payment_id)
     row = conn.execute(
         _SET_STATUS,
         {
