@@ -5,16 +5,6 @@ import os
 from dataclasses import dataclass, field
 
 
-def _int(env: dict, name: str, default: int) -> int:
-    raw = env.get(name)
-    return default if raw in (None, "") else int(raw)
-
-
-def _float(env: dict, name: str, default: float) -> float:
-    raw = env.get(name)
-    return default if raw in (None, "") else float(raw)
-
-
 def _csv(raw: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in (raw or "").split(",") if s.strip())
 
@@ -22,8 +12,8 @@ def _csv(raw: str | None) -> tuple[str, ...]:
 STRIPE_MODES = ("test", "live")
 
 
-def _stripe_mode(env: dict) -> str:
-    mode = (env.get("STRIPE_MODE") or "test").strip().lower()
+def _stripe_mode(raw: str) -> str:
+    mode = raw.strip().lower()
     if mode not in STRIPE_MODES:
         raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
     return mode
@@ -31,8 +21,8 @@ def _stripe_mode(env: dict) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str | None
-    webhook_secrets: tuple[str, ...] = field(repr=False)
+    database_url: str | None = None
+    webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
     port: int = 8000
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
@@ -69,34 +59,41 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
-        env = dict(os.environ if env is None else env)
+        """Each variable that is set and not empty overrides its field's default."""
+        env = os.environ if env is None else env
         return cls(
-            database_url=env.get("DATABASE_URL") or None,
-            webhook_secrets=_csv(env.get("STRIPE_WEBHOOK_SECRET")),
-            port=_int(env, "PORT", 8000),
-            signature_tolerance_s=_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
-            max_body_bytes=_int(env, "WEBHOOK_MAX_BODY_BYTES", 512 * 1024),
-            lock_timeout_ms=_int(env, "WEBHOOK_LOCK_TIMEOUT_MS", 1000),
-            statement_timeout_ms=_int(env, "WEBHOOK_STATEMENT_TIMEOUT_MS", 10_000),
-            idle_in_transaction_timeout_ms=_int(
-                env, "WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", 15_000
-            ),
-            pool_min_size=_int(env, "WEBHOOK_POOL_MIN_SIZE", 1),
-            pool_max_size=_int(env, "WEBHOOK_POOL_MAX_SIZE", 2),
-            pool_timeout_s=float(env.get("WEBHOOK_POOL_TIMEOUT_SECONDS") or 5.0),
-            data_dir=env.get("WEBHOOK_DATA_DIR") or ".data",
-            handler_modules=_csv(env.get("WEBHOOK_HANDLER_MODULES")),
-            stripe_mode=_stripe_mode(env),
-            outbox_url=env.get("WEBHOOK_OUTBOX_URL") or None,
-            outbox_max_attempts=_int(env, "WEBHOOK_OUTBOX_MAX_ATTEMPTS", 8),
-            outbox_backoff_base_s=_float(env, "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", 1.0),
-            outbox_backoff_max_s=_float(env, "WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", 300.0),
-            outbox_http_timeout_s=_float(env, "WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", 10.0),
-            outbox_poll_s=_float(env, "WEBHOOK_OUTBOX_POLL_SECONDS", 5.0),
-            outbox_heartbeat_timeout_s=_float(
-                env, "WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", 30.0
-            ),
-            outbox_concurrency=_int(env, "WEBHOOK_OUTBOX_CONCURRENCY", 4),
-            admin_token=env.get("WEBHOOK_ADMIN_TOKEN") or None,
-            redact_fields=_csv(env.get("WEBHOOK_REDACT_FIELDS")),
+            **{
+                name: parse(env[variable])
+                for name, (variable, parse) in _FROM_ENV.items()
+                if env.get(variable)
+            }
         )
+
+
+# field -> (environment variable, parser)
+_FROM_ENV = {
+    "database_url": ("DATABASE_URL", str),
+    "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
+    "port": ("PORT", int),
+    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
+    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
+    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", int),
+    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", int),
+    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", int),
+    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", int),
+    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", int),
+    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", float),
+    "data_dir": ("WEBHOOK_DATA_DIR", str),
+    "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
+    "stripe_mode": ("STRIPE_MODE", _stripe_mode),
+    "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
+    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", int),
+    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", float),
+    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", float),
+    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", float),
+    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", float),
+    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", float),
+    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
+    "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
+    "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
+}
