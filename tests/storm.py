@@ -1,11 +1,12 @@
 """Released-together concurrent deliveries, each sender with its own connection."""
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+from webhooks.loadtest import percentile
 
 
 @dataclass
@@ -41,12 +42,6 @@ def release_together(senders: list[Callable[[], object]]) -> list[Result]:
     errors = [r for r in results if isinstance(r, BaseException)]
     assert not errors, errors
     return results
-
-
-def percentile(values: list[float], pct: float) -> float:
-    if len(values) < 2:
-        return values[0] if values else float("nan")
-    return statistics.quantiles(values, n=100, method="inclusive")[int(pct) - 1]
 
 
 def summary(results: list[Result]) -> str:
