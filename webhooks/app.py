@@ -11,7 +11,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from . import admin, fulfilment, ingest, metrics, migrate, signature
 from .config import Settings
-from .db import database_url, open_pool
+from .db import open_pool
 from .events import InvalidEvent, parse, require_mode
 from .logs import configure as configure_logging
 
@@ -32,7 +32,7 @@ class _LazyPool:
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
-                    self._pool = open_pool(self._settings, database_url(self._settings))
+                    self._pool = open_pool(self._settings)
                     self._pid = os.getpid()
         return self._pool
 

@@ -27,6 +27,11 @@ def embedded_database_url(pgdata: Path) -> str:
     return pgserver.get_server(pgdata, cleanup_mode=None).get_uri()
 
 
+def connect(settings: Settings) -> psycopg.Connection:
+    """One autocommit connection for a command: no pool, no session limits."""
+    return psycopg.connect(database_url(settings), autocommit=True)
+
+
 def session_settings(settings: Settings) -> dict[str, str]:
     return {
         "lock_timeout": f"{settings.lock_timeout_ms}ms",

@@ -4,21 +4,16 @@ from __future__ import annotations
 import argparse
 import json
 
-import psycopg
 
 from . import durations, fulfilment, history, ingest
 from .app import PROVIDER
 from .config import Settings
-from .db import database_url, open_pool
+from .db import connect, open_pool
 from .events import InvalidEvent, parse
 
 
-def _connect(settings: Settings) -> psycopg.Connection:
-    return psycopg.connect(database_url(settings), autocommit=True)
-
-
 def _list(args: argparse.Namespace) -> int:
-    with _connect(Settings.from_env()) as conn:
+    with connect(Settings.from_env()) as conn:
         rows = history.events(conn, args.status, args.type, args.since, args.limit)
     print(f"{'received_at':<26} {'event_id':<32} {'type':<34} {'status':<10} {'outcome':<18} failures")
     for row in rows:
@@ -37,7 +32,7 @@ def _pretty(payload: str | None) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with _connect(Settings.from_env()) as conn:
+    with connect(Settings.from_env()) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None:
         print(f"no event {args.event_id} in the ledger or its failures")
@@ -65,7 +60,7 @@ def _reprocess(args: argparse.Namespace) -> int:
     """
     settings = Settings.from_env()
     fulfilment.load(settings.handler_modules)
-    with _connect(settings) as conn:
+    with connect(settings) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None or detail.payload is None:
         print(f"no stored payload for {args.event_id}")
@@ -75,7 +70,7 @@ def _reprocess(args: argparse.Namespace) -> int:
     except InvalidEvent as exc:
         print(f"stored payload of {args.event_id} is not an event: {exc}")
         return 1
-    pool = open_pool(settings, database_url(settings), min_size=1, max_size=1)
+    pool = open_pool(settings, min_size=1, max_size=1)
     try:
         answer = ingest.deliver(pool, args.provider, event)
     finally:

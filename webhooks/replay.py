@@ -13,13 +13,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 import requests
 
 from . import durations, ledger, stripe_sender
 from .app import PROVIDER
 from .config import Settings
-from .db import database_url
+from .db import connect
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def _from_file(path: Path) -> Replayable:
 
 
 def _from_ledger(args: argparse.Namespace) -> list[Replayable]:
-    with psycopg.connect(database_url(Settings.from_env()), autocommit=True) as conn:
+    with connect(Settings.from_env()) as conn:
         rows = ledger.stored_events(
             conn,
             PROVIDER,

@@ -16,7 +16,7 @@ import psycopg
 
 from . import durations
 from .config import Settings
-from .db import database_url
+from .db import connect
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
@@ -129,7 +129,7 @@ def _prune(args: argparse.Namespace) -> int:
     ):
         return 2
     now = datetime.now(timezone.utc)
-    with psycopg.connect(database_url(settings), autocommit=True) as conn:
+    with connect(settings) as conn:
         deleted = delete_older_than(conn, now - args.older_than, args.batch_size)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))
         if redacting:

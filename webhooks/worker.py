@@ -19,7 +19,6 @@ import psycopg
 import requests
 import structlog
 from pgqueuer import PgQueuer
-from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
