@@ -36,8 +36,8 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 def on_starting(server):
     # Resolve the database once in the master so that, with DATABASE_URL
     # unset, workers share one embedded server instead of racing to start it.
-    from webhooks.config import Settings
-    from webhooks.db import database_url
+    from webhooks.service.config import Settings
+    from webhooks.service.db import database_url
 
     os.environ["DATABASE_URL"] = database_url(Settings.from_env())
     # Counts left by an earlier server in a configured folder are not ours.

@@ -20,11 +20,13 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from webhooks import ingest, ledger, samples
-from webhooks.app import PROVIDER
-from webhooks.config import Settings
-from webhooks.db import open_pool
-from webhooks.events import parse
+from webhooks.service import ingest, ledger
+
+from webhooks.ops import samples
+from webhooks.service.http import PROVIDER
+from webhooks.service.config import Settings
+from webhooks.service.db import open_pool
+from webhooks.service.events import parse
 
 PGBENCH = "pgbench"
 EVENTS_PER_SCRIPT = 3

@@ -31,8 +31,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from webhooks import audit, loadtest, samples
-from webhooks.loadtest import markdown_table, percentile
+from webhooks.ops import audit, loadtest, samples
+from webhooks.ops.loadtest import markdown_table, percentile
 
 from . import apps, cpu, pgbench, profile, servers
 

@@ -14,7 +14,7 @@ import psycopg
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from webhooks import migrate
+from webhooks.service import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 

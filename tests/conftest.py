@@ -17,10 +17,12 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from webhooks import migrate, samples, signature
+from webhooks.service import migrate, signature
+
+from webhooks.ops import samples
 from webhooks.app import create_app
-from webhooks.config import Settings
-from webhooks.db import embedded_database_url
+from webhooks.service.config import Settings
+from webhooks.service.db import embedded_database_url
 
 from tests import reliability
 

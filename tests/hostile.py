@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tests.conftest import SECRET, signed_headers
-from webhooks import samples, signature
+from webhooks.ops import samples
+from webhooks.service import signature
 
 JSON_TYPE = "application/json; charset=utf-8"
 

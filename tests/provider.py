@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import requests
 
 from tests.conftest import SECRET, signed_headers
-from webhooks import samples
-from webhooks.app import PROVIDER
-from webhooks.audit import audit
+from webhooks.ops import samples
+from webhooks.service.http import PROVIDER
+from webhooks.ops.audit import audit
 
 
 @dataclass(frozen=True)

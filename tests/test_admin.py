@@ -7,7 +7,7 @@ import requests
 from PIL import Image
 
 from tests.conftest import post_event, scripted_event, signed_headers
-from webhooks import samples
+from webhooks.ops import samples
 
 TOKEN = "admin-token-for-tests-0123456789"
 

@@ -34,8 +34,8 @@ from tests.provider import (
     status_counts,
 )
 from tests.reliability import sized
-from webhooks.config import Settings
-from webhooks.db import open_pool
+from webhooks.service.config import Settings
+from webhooks.service.db import open_pool
 
 EXACTLY_ONCE = "every delivery 2xx after retries; every event completed; each payment fulfilled exactly once"
 

@@ -7,7 +7,7 @@ import requests
 
 from tests.conftest import SECRET, OTHER_SECRET, scripted_event, signed_headers, table_counts
 from tests.storm import release_together, summary
-from webhooks import samples
+from webhooks.ops import samples
 
 
 def _sender(url: str, body: bytes):

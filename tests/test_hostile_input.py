@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from tests.conftest import OTHER_SECRET, SECRET, table_counts
 from tests.hostile import CATALOGUE, JSON_TYPE, error_of, hmac_header, now_s, send, v1_digest
 from tests.reliability import sized
-from webhooks import samples, signature
+from webhooks.ops import samples
+from webhooks.service import signature
 
 
 def _expected_counts(before: dict[str, int], writes: dict[str, int]) -> dict[str, int]:
@@ -47,7 +48,7 @@ def test_hostile_input_catalogue_is_refused_with_its_status_and_writes_nothing(
 
 
 def _stripe_scheme_valid(body: bytes, header: str | None, now: float, tolerance: int = 300) -> bool:
-    """The test's own reading of Stripe's scheme, independent of webhooks.signature:
+    """The test's own reading of Stripe's scheme, independent of webhooks.service.signature:
     HMAC-SHA256 of "{t}.{body}" under a configured secret equals a v1 item, for the
     first t item, signed no longer than `tolerance` ago."""
     if not header:

@@ -6,7 +6,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
-from webhooks import cli, samples
+from webhooks.ops import cli, samples
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from tests import conftest
-from webhooks import loadtest
+from webhooks.ops import loadtest
 
 
 def run_command(server, database_url: str, *args: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import wait_until
-from webhooks import samples
+from webhooks.ops import samples
 
 
 def scrape(text: str) -> dict[tuple, float]:

@@ -9,7 +9,8 @@ import pytest
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
-from webhooks import outbox, samples
+from webhooks.service import outbox
+from webhooks.ops import samples
 
 FAST_RETRIES = {
     "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,

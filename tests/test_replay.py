@@ -6,7 +6,8 @@ import pytest
 
 from tests.conftest import post_event
 from tests.test_loadtest import run_command
-from webhooks import samples, signature, stripe_sender
+from webhooks.ops import samples, stripe_sender
+from webhooks.service import signature
 
 
 @pytest.fixture

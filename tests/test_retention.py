@@ -7,7 +7,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
-from webhooks import cli, retention, samples
+from webhooks.ops import cli, retention, samples
 
 
 @pytest.fixture

@@ -1,143 +1,20 @@
-"""The HTTP layer: turn requests into verified events and answers into responses."""
+"""The composition root: the service's HTTP layer, the built-in Stripe handlers, the operator page.
+
+`webhooks.service` knows nothing of the Stripe domain or the operator tools;
+this is the one place that puts the three together for gunicorn (`wsgi.py`).
+"""
 from __future__ import annotations
 
-import os
-import threading
-import time
+from flask import Flask
 
-import structlog
-from flask import Flask, Response, request
-from werkzeug.exceptions import RequestEntityTooLarge
-
-from . import admin, fulfilment, ingest, metrics, migrate, signature
-from .config import Settings
-from .db import open_pool
-from .events import InvalidEvent, parse, require_mode
-from .logs import configure as configure_logging
-
-log = structlog.get_logger(__name__)
-PROVIDER = "stripe"
-
-
-class _LazyPool:
-    """One pool per process, opened on first use, so it is never shared across a fork."""
-
-    def __init__(self, settings: Settings):
-        self._settings = settings
-        self._lock = threading.Lock()
-        self._pool = None
-        self._pid = None
-
-    def get(self):
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._pool = open_pool(self._settings)
-                    self._pid = os.getpid()
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None and self._pid == os.getpid():
-            self._pool.close()
-
-
-def _json_response(status: int, body: str, **headers) -> Response:
-    return Response(body, status=status, mimetype="application/json", headers=headers)
-
-
-def _error(status: int, error: str, detail: str | None = None) -> Response:
-    body = ingest.json_body(error=error, **({"detail": detail} if detail else {}))
-    return _json_response(status, body)
-
-
-def _read_body(limit: int) -> bytes | None:
-    """The raw body, or None when it exceeds `limit`.
-
-    Reads until one byte past the limit: a chunked body has no Content-Length
-    to refuse up front, Werkzeug's own cap truncates it silently, and a single
-    read() may return only part of any body.
-    """
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    chunks, size = [], 0
-    try:
-        while size <= limit:
-            chunk = request.stream.read(limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except RequestEntityTooLarge:
-        return None
-    return None if size > limit else b"".join(chunks)
+from . import fulfilment  # noqa: F401  (registers the built-in Stripe handlers)
+from .ops import admin
+from .service import http
+from .service.config import Settings
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-    fulfilment.load(settings.handler_modules)
-    app = Flask(__name__)
-    # One byte of slack so _read_body, not Werkzeug, sees and refuses the overflow.
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    pool = _LazyPool(settings)
-    app.extensions["webhooks.pool"] = pool
-
-    @app.post("/webhooks/stripe")
-    def stripe_webhook() -> Response:
-        started = time.perf_counter()
-        response, event = _handle_stripe(settings, pool)
-        log.info(
-            "delivery",
-            event_id=event.id if event else None,
-            event_type=event.type if event else None,
-            outcome=response.headers.get("X-Outcome"),
-            status=response.status_code,
-            replayed=response.headers.get("Idempotent-Replayed") == "true",
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        return response
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return _json_response(200, '{"status":"ok"}')
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        try:
-            with pool.get().connection(timeout=2.0) as conn:
-                current = migrate.is_current(conn)
-        except Exception as exc:
-            return _error(503, "database_unavailable", type(exc).__name__)
-        if not current:
-            return _error(503, "schema_not_current")
-        return _json_response(200, '{"status":"ready"}')
-
-    metrics.install(app, pool)
-    admin.install(app, settings.admin_token, pool)
-    log.info("app_ready", pid=os.getpid())
+    app = http.create_app(settings)
+    admin.install(app, settings.admin_token, app.extensions["webhooks.pool"])
     return app
-
-
-def _handle_stripe(settings: Settings, pool: _LazyPool):
-    body = _read_body(settings.max_body_bytes)
-    if body is None:
-        return _error(413, "body_too_large"), None
-    try:
-        text = signature.verify(
-            body,
-            request.headers.get("Stripe-Signature"),
-            settings.webhook_secrets,
-            settings.signature_tolerance_s,
-        )
-        event = parse(text)
-        require_mode(event, settings.stripe_mode)
-    except signature.InvalidSignature as exc:
-        return _error(400, "invalid_signature", str(exc)), None
-    except InvalidEvent as exc:
-        answer = ingest.invalid_event(exc)
-        return _json_response(answer.status, answer.body), None
-    answer = ingest.deliver(pool.get(), PROVIDER, event)
-    headers = {"X-Outcome": answer.outcome}
-    if answer.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return _json_response(answer.status, answer.body, **headers), event

@@ -7,8 +7,7 @@ module per business object and register when this module is imported.
 """
 from __future__ import annotations
 
-from . import disputes, payments, refunds, subscriptions  # noqa: F401  (they register)
-from .outcomes import (  # noqa: F401  (the vocabulary handlers return)
+from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     ALREADY_FULFILLED,
     AWAITING_PAYMENT,
     FULFILLED,
@@ -16,5 +15,6 @@ from .outcomes import (  # noqa: F401  (the vocabulary handlers return)
     NOTIFIED,
     SUPERSEDED,
 )
-from .payments import fulfil_payment  # noqa: F401
-from .registry import Handler, handles, load, run  # noqa: F401
+from .stripe import disputes, payments, refunds, subscriptions  # noqa: F401  (they register)
+from .stripe.payments import fulfil_payment  # noqa: F401
+from .service.registry import Handler, handles, load, run  # noqa: F401

@@ -10,8 +10,8 @@ import os
 import random
 from dataclasses import dataclass
 
-from . import signature
-from .config import Settings
+from ..service import signature
+from ..service.config import Settings
 
 WEBHOOK_PATH = "/webhooks/stripe"
 STRIPE_HEADERS = {

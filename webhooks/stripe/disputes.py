@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import psycopg
 
-from .events import Event, require_id
-from .outcomes import ALREADY_FLAGGED, DISPUTE_FLAGGED
+from ..service.events import Event, require_id
+from ..service.outcomes import ALREADY_FLAGGED, DISPUTE_FLAGGED
 from .payments import ensure_payment, payment_id_of
-from .registry import handles
+from ..service.registry import handles
 
 # Locks the payment's row first, like every payment event (see payments.py).
 _FLAG_PAYMENT = """

@@ -17,9 +17,9 @@ from typing import Any
 
 import psycopg
 
-from . import outbox
-from .events import Event, require_created, require_id
-from .outcomes import (
+from ..service import outbox
+from ..service.events import Event, require_created, require_id
+from ..service.outcomes import (
     ALREADY_FULFILLED,
     AWAITING_PAYMENT,
     FULFILLED,
@@ -27,7 +27,7 @@ from .outcomes import (
     PAYMENT_FAILED,
     SUPERSEDED,
 )
-from .registry import handles
+from ..service.registry import handles
 
 # The outbox kind that tells the shop to ship: one per fulfilled payment.
 ORDER_FULFILLED = "order.fulfilled"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import psycopg
 
-from .events import Event, require_created, require_id, timestamp
-from .outcomes import ALREADY_FULFILLED, ALREADY_REVOKED, FULFILLED, PAYMENT_FAILED, REVOKED, SUPERSEDED
-from .registry import handles
+from ..service.events import Event, require_created, require_id, timestamp
+from ..service.outcomes import ALREADY_FULFILLED, ALREADY_REVOKED, FULFILLED, PAYMENT_FAILED, REVOKED, SUPERSEDED
+from ..service.registry import handles
 
 # Ties (same second): a paid invoice stays paid.
 _STATUS_RANK = {"payment_failed": 0, "paid": 1}

@@ -13,7 +13,7 @@ import structlog
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from . import fulfilment, ledger
+from . import ledger, registry
 from .db import is_unavailable
 from .events import Event, InvalidEvent
 
@@ -85,7 +85,7 @@ def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answ
             if stored is None:
                 return None
             return Answer(stored.status, stored.body, "replayed", replayed=True)
-        outcome = fulfilment.run(conn, event)
+        outcome = registry.run(conn, event)
         stored = ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
         ledger.complete(conn, ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)

@@ -6,11 +6,13 @@ import os
 import sys
 from pathlib import Path
 
-from . import ledger_cli, loadtest, migrate, replay, retention, worker
-from .config import Settings
-from .db import database_url
+from . import ledger_cli, loadtest, replay, retention, worker
 
-ROOT = Path(__file__).resolve().parent.parent
+from ..service import migrate
+from ..service.config import Settings
+from ..service.db import database_url
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -22,10 +22,10 @@ from pgqueuer import PgQueuer
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
-from . import outbox
-from .config import Settings
-from .db import database_url
-from .logs import configure as configure_logging
+from ..service import outbox
+from ..service.config import Settings
+from ..service.db import database_url
+from ..service.logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
 

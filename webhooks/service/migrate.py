@@ -5,7 +5,7 @@ from pathlib import Path
 
 import psycopg
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 # Any constant shared by every process that migrates this database.
 _LOCK_KEY = 0x7765_6268_6F6F_6B73 & 0x7FFF_FFFF_FFFF_FFFF
 

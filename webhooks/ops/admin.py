@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hmac
 
-from flask import Flask, Response, render_template, request
+from flask import Blueprint, Flask, Response, render_template, request
 
-from . import history, outbox
+from . import history
+
+from ..service import outbox
 
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -31,18 +33,22 @@ def _presented_token() -> str:
 def install(app: Flask, token: str | None, pool) -> None:
     if not token:
         return
+    # A blueprint, so the page's template travels with this module.
+    page = Blueprint("admin", __name__, template_folder="templates")
 
-    @app.get("/admin")
+    @page.get("/admin")
     def admin() -> Response:
         if not hmac.compare_digest(_presented_token().encode(), token.encode()):
             return Response("admin token required\n", 401, mimetype="text/plain",
                             headers={"WWW-Authenticate": "Bearer"})
         with pool.get().connection() as conn:
-            page = render_template(
+            html = render_template(
                 "admin.html",
                 events=history.events(conn, limit=50),
                 failures=history.events(conn, status="failed", limit=20),
                 depth=outbox.depth(conn),
                 jobs=outbox.pending(conn, limit=50),
             )
-        return Response(page, mimetype="text/html", headers=_HEADERS)
+        return Response(html, mimetype="text/html", headers=_HEADERS)
+
+    app.register_blueprint(page)

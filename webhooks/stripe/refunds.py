@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import psycopg
 
-from .events import Event, require_created, require_id, timestamp
-from .outcomes import PARTIALLY_REFUNDED, REFUNDED, SUPERSEDED
+from ..service.events import Event, require_created, require_id, timestamp
+from ..service.outcomes import PARTIALLY_REFUNDED, REFUNDED, SUPERSEDED
 from .payments import ensure_payment, payment_id_of
-from .registry import handles
+from ..service.registry import handles
 
 _SET_REFUNDED = """
 UPDATE payments

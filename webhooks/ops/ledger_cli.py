@@ -5,11 +5,17 @@ import argparse
 import json
 
 
-from . import durations, fulfilment, history, ingest
-from .app import PROVIDER
-from .config import Settings
-from .db import connect, open_pool
-from .events import InvalidEvent, parse
+from . import durations, history
+
+
+from .. import fulfilment
+
+
+from ..service import ingest
+from ..service.http import PROVIDER
+from ..service.config import Settings
+from ..service.db import connect, open_pool
+from ..service.events import InvalidEvent, parse
 
 
 def _list(args: argparse.Namespace) -> int:

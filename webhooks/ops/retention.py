@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 
 from . import durations
-from .config import Settings
-from .db import connect
+from ..service.config import Settings
+from ..service.db import connect
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)

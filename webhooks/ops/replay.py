@@ -15,10 +15,12 @@ from pathlib import Path
 
 import requests
 
-from . import durations, ledger, stripe_sender
-from .app import PROVIDER
-from .config import Settings
-from .db import connect
+from . import durations, stripe_sender
+
+from ..service import ledger
+from ..service.http import PROVIDER
+from ..service.config import Settings
+from ..service.db import connect
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import aiohttp
 from tqdm import tqdm
 
 from . import audit, samples, stripe_sender
-from .config import Settings
-from .db import database_url
+from ..service.config import Settings
+from ..service.db import database_url
 from .stripe_sender import Retry, retryable
 
 # Stripe waits longer than any delivery should take before it counts a timeout.

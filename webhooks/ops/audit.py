@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import psycopg
 
 from . import samples
-from .app import PROVIDER
+from ..service.http import PROVIDER
 
 _LEDGER = """
 SELECT count(*) FILTER (WHERE status = 'completed'),

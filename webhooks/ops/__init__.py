@@ -1,0 +1,1 @@
+"""The operator tools: CLI, replay, load test, retention, outbox worker, admin page."""
