@@ -38,6 +38,14 @@ _CONFLICTS = {
 _POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
 _POOL_GAUGES = ("pool_size", "pool_available", "requests_waiting")
 
+# Counted where handlers run, outside any app; every app's registry exposes it.
+SCOPE_CONFLICTS = Counter(
+    "webhook_scope_conflicts_total",
+    "Events that named another Connect account for an object already stored",
+    ["object_type"],
+    registry=None,
+)
+
 
 class OutboxCollector:
     """Outbox jobs by status and the age of the oldest, queried per scrape.
@@ -106,6 +114,7 @@ class Metrics:
             )
             for name in _POOL_GAUGES
         }
+        self.registry.register(SCOPE_CONFLICTS)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
 

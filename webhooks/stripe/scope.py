@@ -1,0 +1,46 @@
+"""Connect scope as a checked attribute of an object, never part of its key.
+
+The account an event is scoped to comes from its envelope (`account`, or a
+thin event's `context`), and the same object can reach us under two of
+them: an organisation destination puts `context` on a platform's own
+events, a plain endpoint does not. Keying rows by account would give that
+object two rows (a refund landing beside its payment, access never
+revoked), so rows are keyed by the globally unique object id and store the
+first account seen; a later event under another account is recorded and
+alerted on here, and its effects still apply to the one row.
+"""
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from ..service.events import Event
+from ..service.metrics import SCOPE_CONFLICTS
+
+log = structlog.get_logger(__name__)
+
+_RECORD = """
+INSERT INTO scope_conflicts (object_type, object_id, stored_account, event_account, event_id)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (object_type, object_id, event_id) DO NOTHING
+"""
+
+
+def check(
+    conn: psycopg.Connection, event: Event, object_type: str, object_id: str,
+    stored_account: str | None,
+) -> bool:
+    """True when the stored account (None: no row yet) agrees with the event's.
+
+    A disagreement is written on the caller's connection, in its transaction,
+    so it is recorded exactly when the event's effects commit.
+    """
+    if stored_account is None or stored_account == event.account_key:
+        return True
+    conn.execute(_RECORD, [object_type, object_id, stored_account, event.account_key, event.id])
+    SCOPE_CONFLICTS.labels(object_type).inc()
+    log.warning(
+        "scope_conflict", object_type=object_type, object_id=object_id,
+        stored_account=stored_account, event_account=event.account_key, event_id=event.id,
+    )
+    return False
