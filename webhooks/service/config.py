@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import date
 
 
 def _csv(raw: str | None) -> tuple[str, ...]:
@@ -17,6 +18,18 @@ def _stripe_mode(raw: str) -> str:
     if mode not in STRIPE_MODES:
         raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
     return mode
+
+
+def _version_range(raw: str) -> tuple[str, str]:
+    """"OLDEST..NEWEST" as two API version dates (YYYY-MM-DD), oldest first."""
+    first, sep, last = raw.strip().partition("..")
+    try:
+        bounds = tuple(date.fromisoformat(d.strip()[:10]).isoformat() for d in (first, last))
+    except ValueError:
+        bounds = ()
+    if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
+        raise ValueError(f"STRIPE_API_VERSIONS must be OLDEST..NEWEST dates, not {raw!r}")
+    return bounds
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,14 @@ class Settings:
     # Events whose livemode differs are refused: a test payment must never
     # ship a live order, and a live one must not vanish into a test database.
     stripe_mode: str = "test"
+    # The metadata key that makes a PaymentIntent outside Checkout a one-off
+    # order (webhooks/stripe/orders.py).
+    order_marker_key: str = "order_id"
+    # The API versions whose payload shapes the handlers were written and
+    # tested against, as inclusive dates: pre-basil (charges' refund lists,
+    # `invoice` on PaymentIntents) through basil, clover and dahlia. A handled
+    # event rendered in any other version is answered 500 and recorded.
+    stripe_api_versions: tuple[str, str] = ("2020-08-27", "2026-06-24")
     # Outbox worker: where side effects are POSTed and how failures are retried.
     outbox_url: str | None = None
     outbox_max_attempts: int = 8
@@ -86,6 +107,8 @@ _FROM_ENV = {
     "data_dir": ("WEBHOOK_DATA_DIR", str),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
+    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
+    "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
     "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
     "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", int),
     "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", float),

@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from . import ledger, registry
 from .db import is_unavailable
-from .events import Event, InvalidEvent
+from .events import Event, InvalidEvent, UnsupportedApiVersion
 
 log = structlog.get_logger(__name__)
 
@@ -39,9 +39,12 @@ def json_body(**fields) -> str:
 IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
 
 
-def deliver(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+def deliver(
+    pool: ConnectionPool, provider: str, event: Event, outcome: str | None = None
+) -> Answer:
+    """Claim and fulfil `event`; with `outcome`, claim it and record that word instead."""
     try:
-        return _settle(pool, provider, event)
+        return _settle(pool, provider, event, outcome)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
@@ -57,11 +60,17 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+def refuse(pool: ConnectionPool, provider: str, event: Event, exc: UnsupportedApiVersion) -> Answer:
+    """A 500 recorded as a failure, claiming nothing, so Stripe's retry finds it unclaimed."""
+    _record_failure(pool, provider, event, exc)
+    return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
+
+
+def _settle(pool: ConnectionPool, provider: str, event: Event, outcome: str | None) -> Answer:
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
-            answer = _claim_and_fulfil(pool, provider, event)
+            answer = _claim_and_fulfil(pool, provider, event, outcome)
         except errors.UniqueViolation as exc:
             # A duplicate committed a write our handler made without
             # ON CONFLICT; a fresh attempt sees it and answers from it.
@@ -77,15 +86,17 @@ def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
     return IN_PROGRESS
 
 
-def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answer | None:
+def _claim_and_fulfil(
+    pool: ConnectionPool, provider: str, event: Event, outcome: str | None
+) -> Answer | None:
     with pool.connection() as conn, conn.transaction():
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
-            stored = ledger.stored_answer(conn, provider, event.id, event.account_key)
+            stored = ledger.stored_answer(conn, provider, event.id)
             if stored is None:
                 return None
             return Answer(stored.status, stored.body, "replayed", replayed=True)
-        outcome = registry.run(conn, event)
+        outcome = outcome or registry.run(conn, event)
         stored = ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
         ledger.complete(conn, ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)

@@ -34,6 +34,11 @@ def load(modules: tuple[str, ...]) -> None:
         importlib.import_module(module)
 
 
+def handled(event_type: str) -> bool:
+    """A handler reads this type's payload (so its shape matters)."""
+    return event_type in _HANDLERS
+
+
 def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     if handler is not None:

@@ -14,6 +14,7 @@ import psycopg
 from ..service.events import Event, require_created, require_id, timestamp
 from ..service.outcomes import ALREADY_FULFILLED, ALREADY_REVOKED, FULFILLED, PAYMENT_FAILED, REVOKED, SUPERSEDED
 from ..service.registry import handles
+from .orders import mark_invoice_payment
 
 # Ties (same second): a paid invoice stays paid.
 _STATUS_RANK = {"payment_failed": 0, "paid": 1}
@@ -108,6 +109,7 @@ def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     ).fetchone()
     if subscription:
         conn.execute(_EXTEND, [subscription, event.account_key, end])
+    mark_invoice_payment(conn, event, invoice.get("payment_intent"))  # pre-basil only
     return FULFILLED if row else ALREADY_FULFILLED
 
 
