@@ -161,31 +161,3 @@ def business_state(db, account: str = "") -> dict[str, list[tuple]]:
     """Everything the shop acts on for one account, without ids of the events that set it."""
     return {table: db.execute(sql, [account]).fetchall() for table, sql in _STATE_QUERIES.items()}
 
-
-# Payment-side decisions (issue 10) are kept out of business_state: whether a
-# payment ships depends on whether its refund or dispute arrived first.
-_DECISIONS = """
-SELECT p.payment_id,
-       CASE WHEN f.payment_id IS NOT NULL AND p.held_at IS NOT NULL THEN 'shipped_and_held'
-            WHEN f.payment_id IS NOT NULL THEN 'fulfilled'
-            WHEN p.held_at IS NOT NULL THEN 'held' END
-FROM payments p LEFT JOIN fulfilments f USING (payment_id)
-WHERE p.account = %s AND (f.payment_id IS NOT NULL OR p.held_at IS NOT NULL)
-"""
-
-
-def decisions(db, account: str = "") -> dict[str, str]:
-    """payment id -> 'fulfilled' (order.fulfilled) or 'held' (payment.review), for decided payments."""
-    return dict(db.execute(_DECISIONS, [account]).fetchall())
-
-
-def jobs(db) -> list[tuple[str, str]]:
-    """(kind, idempotency key) of every outbox job, sorted."""
-    return sorted(db.execute(
-        "SELECT headers->>'kind', headers->>'idempotency-key' FROM pgqueuer"
-    ).fetchall())
-
-
-def payment_state(db, account: str = "") -> dict[str, list[tuple]]:
-    """business_state without the fulfilments (see decisions)."""
-    return {k: v for k, v in business_state(db, account).items() if k != "fulfilments"}

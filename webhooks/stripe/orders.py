@@ -92,7 +92,7 @@ def succeeded(
     reason = None if order else not_an_order(payment)
     if reason is not None:
         return reason
-    if payment.refunded or payment.disputed:
+    if payment.disputed or payment.refunded_in_full(amount):
         return _hold(conn, event, payment_id, payment, amount, currency)
     row = conn.execute(
         _FULFIL, [payment_id, event.account_key, event.id, event.type, amount, currency]

@@ -41,9 +41,18 @@ class Payment:
     session_metadata: dict | None
     intent_metadata: dict | None
     invoice_id: str | None
-    refunded: bool
+    amount: int | None
+    amount_refunded: int
     disputed: bool
     held_at: Any
+
+    def refunded_in_full(self, amount: int | None) -> bool:
+        """Fully refunded, against the stored amount or, before one is stored, `amount`.
+
+        A refund event can arrive before any event that states the payment's amount.
+        """
+        total = self.amount if self.amount is not None else amount
+        return total is not None and 0 < total <= self.amount_refunded
 
 
 # A payment's identity does not change, so the first event to state a fact
@@ -64,7 +73,8 @@ SET checkout_mode = coalesce(p.checkout_mode, EXCLUDED.checkout_mode),
     intent_metadata = coalesce(p.intent_metadata, EXCLUDED.intent_metadata),
     invoice_id = coalesce(p.invoice_id, EXCLUDED.invoice_id)
 RETURNING account, checkout_mode, session_id, client_reference_id, customer,
-          session_metadata, intent_metadata, invoice_id, refunded, disputed, held_at
+          session_metadata, intent_metadata, invoice_id, amount, amount_refunded, disputed,
+          held_at
 """
 
 _FACTS = (
