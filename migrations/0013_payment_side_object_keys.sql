@@ -2,8 +2,8 @@
 -- (provider, event id), payments / fulfilments / refunds / disputes by their
 -- object id. The Connect account stays a stored attribute, checked on every
 -- event (webhooks/stripe/scope.py). Rows that the old keys let one object have
--- under two accounts are folded into the first one, and each folded row is
--- written to scope_conflicts so an operator sees what was merged.
+-- under two accounts are folded into the first one; each payment that had
+-- two is written to scope_conflicts so an operator sees what was merged.
 
 -- Ledger: one Stripe event is one row, whatever scope it came under.
 DELETE FROM webhook_events e
