@@ -13,7 +13,8 @@ import time
 import pytest
 
 from tests import stories
-from tests.stories import CardPayment, business_state, decisions, deliver, jobs, payment_state
+from tests.payment_stories import decisions, jobs, payment_state
+from tests.stories import CardPayment, business_state, deliver
 from tests.twins import twin  # noqa: F401  (fixture)
 
 NOW = int(time.time())
