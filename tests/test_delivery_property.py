@@ -81,8 +81,7 @@ def _deliver_concurrently(app, queues: list[list[dict]]) -> list[int]:
     return statuses
 
 
-@settings(
-    max_examples=40,
+CONCURRENT = settings(
     deadline=None,
     database=None,
     # No shrinking: thread timing makes a failure hard to replay, and the
@@ -90,6 +89,9 @@ def _deliver_concurrently(app, queues: list[list[dict]]) -> list[int]:
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@settings(CONCURRENT, max_examples=40)
 @given(shapes=st.lists(payment_shapes, min_size=2, max_size=6), data=st.data())
 def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery(
     impatient_app, db, twin, shapes, data
@@ -135,13 +137,7 @@ def _shuffle_into(app, twin, events: list[dict], data) -> str:
 LIFECYCLES = {"refund": refund_lifecycle, "dispute": dispute_lifecycle}
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(CONCURRENT, max_examples=30)
 @given(kinds=st.lists(st.sampled_from(sorted(LIFECYCLES)), min_size=1, max_size=3), data=st.data())
 def test_shuffled_refund_and_dispute_lifecycles_end_as_one_sequential_delivery_one_job_per_transition(
     impatient_app, db, twin, kinds, data
