@@ -160,4 +160,3 @@ _STATE_QUERIES = {
 def business_state(db, account: str = "") -> dict[str, list[tuple]]:
     """Everything the shop acts on for one account, without ids of the events that set it."""
     return {table: db.execute(sql, [account]).fetchall() for table, sql in _STATE_QUERIES.items()}
-
