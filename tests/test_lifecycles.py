@@ -116,3 +116,17 @@ def test_an_inquiry_closed_without_a_chargeback_ends_warning_closed(client, db):
     assert deliver(client, events) == ["dispute_open", "dispute_closed"]
     assert _payment(db)[2] is False
     assert decisions(db) == {}
+
+
+def test_a_refund_seen_under_a_second_scope_is_recorded_and_applied_once(client, db):
+    story = dict(refund_lifecycle(NOW))
+    r1 = story["r1_created"]["data"]["object"]["id"]
+    assert deliver(client, [story["r1_created"]], "acct_1Seller") == ["partially_refunded"]
+    assert deliver(client, [{**story["r1_failed"], "context": "acct_1Platform"}]) == ["refund_failed"]
+    assert db.execute("SELECT account, status FROM refunds").fetchall() == [("acct_1Seller", "failed")]
+    conflicts = db.execute(
+        "SELECT object_type, object_id FROM scope_conflicts ORDER BY 1"
+    ).fetchall()
+    payment_id = story["intent_succeeded"]["data"]["object"]["id"]
+    assert conflicts == [("payment", payment_id), ("refund", r1)]
+    assert _payment(db)[0] == 0

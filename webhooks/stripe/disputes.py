@@ -40,7 +40,7 @@ _OUTCOME = {"won": DISPUTE_WON, "lost": DISPUTE_LOST, "warning_closed": DISPUTE_
 DISPUTE_OPENED = "dispute.opened"
 DISPUTE_CLOSED_JOB = "dispute.closed"
 
-_STORED = "SELECT status_rank, account, status FROM disputes WHERE dispute_id = %s"
+_STORED = "SELECT status_rank, account FROM disputes WHERE dispute_id = %s"
 
 _UPSERT = """
 INSERT INTO disputes AS d
@@ -82,8 +82,7 @@ def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
         raise ValueError(f"unknown dispute status {status!r}")
     payment_id = payment_id_of(dispute.get("payment_intent"), dispute.get("charge"))
     note(conn, event, payment_id)
-    stored = conn.execute(_STORED, [dispute_id]).fetchone()
-    scope.check(conn, event, "dispute", dispute_id, stored[1] if stored else None)
+    stored = scope.stored(conn, event, "dispute", dispute_id, _STORED)
     row = conn.execute(_UPSERT, _params(event, dispute, dispute_id, payment_id)).fetchone()
     if row is None:
         return SUPERSEDED

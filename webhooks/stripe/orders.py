@@ -133,7 +133,8 @@ def _enqueue(
         kind,
         {
             "payment_id": payment_id,
-            "account": event.account,
+            # The checked attribute, not this event's scope (see scope.py).
+            "account": payment.account or None,
             "event_id": event.id,
             "event_type": event.type,
             "amount": amount,

@@ -81,8 +81,7 @@ def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dic
     rank = _RANK.get(status)
     if rank is None:
         raise ValueError(f"unknown refund status {status!r}")
-    stored = conn.execute(_STORED, [refund_id]).fetchone()
-    scope.check(conn, event, "refund", refund_id, stored[1] if stored else None)
+    stored = scope.stored(conn, event, "refund", refund_id, _STORED)
     if stored is not None and rank <= stored[0]:
         return None
     conn.execute(
