@@ -18,7 +18,7 @@ from ..service.outcomes import (
 )
 from ..service.registry import handles
 from .orders import succeeded
-from .payments import note, payment_id_of, set_status
+from .payments import note, payment_id_of
 
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
 
@@ -48,10 +48,10 @@ def _paid(conn: psycopg.Connection, event: Event) -> str:
 def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str) -> str:
     session = event.object
     payment_id = _payment_id(session)
-    note(conn, event, payment_id, **_facts(session))
-    applied = set_status(
-        conn, event, payment_id, status, session.get("amount_total"), session.get("currency")
-    )
+    applied = note(
+        conn, event, payment_id, status, session.get("amount_total"), session.get("currency"),
+        **_facts(session),
+    ).status_applied
     return outcome if applied else SUPERSEDED
 
 

@@ -12,7 +12,7 @@ from ..service.events import Event
 from ..service.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
 from ..service.registry import handles
 from .orders import mark_invoice_payment, succeeded
-from .payments import note, payment_id_of, set_status
+from .payments import note, payment_id_of
 
 
 @handles("payment_intent.succeeded")
@@ -29,10 +29,10 @@ def payment_intent_succeeded(conn: psycopg.Connection, event: Event) -> str:
 def payment_intent_failed(conn: psycopg.Connection, event: Event) -> str:
     intent = event.object
     payment_id = payment_id_of(intent.get("id"))
-    note(conn, event, payment_id, invoice_id=intent.get("invoice"))
-    applied = set_status(
-        conn, event, payment_id, "failed", intent.get("amount"), intent.get("currency")
-    )
+    applied = note(
+        conn, event, payment_id, "failed", intent.get("amount"), intent.get("currency"),
+        invoice_id=intent.get("invoice"),
+    ).status_applied
     return PAYMENT_FAILED if applied else SUPERSEDED
 
 

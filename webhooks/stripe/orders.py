@@ -30,7 +30,7 @@ from ..service.outcomes import (
     INVOICE_PAYMENT,
     NOT_AN_ORDER,
 )
-from .payments import Payment, note, set_status
+from .payments import Payment, note
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +85,7 @@ def succeeded(
     session that makes it an order) finds the payment already succeeded.
     `order=True` is a handler's own decision that the payment is an order.
     """
-    payment = note(conn, event, payment_id, **facts)
-    set_status(conn, event, payment_id, "succeeded", amount, currency)
+    payment = note(conn, event, payment_id, "succeeded", amount, currency, **facts)
     if payment.held_at is not None:
         return HELD
     reason = None if order else not_an_order(payment)

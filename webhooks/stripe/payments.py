@@ -45,6 +45,7 @@ class Payment:
     amount_refunded: int
     disputed: bool
     held_at: Any
+    status_applied: bool
 
     def refunded_in_full(self, amount: int | None) -> bool:
         """Fully refunded, against the stored amount or, before one is stored, `amount`.
@@ -55,26 +56,42 @@ class Payment:
         return total is not None and 0 < total <= self.amount_refunded
 
 
-# A payment's identity does not change, so the first event to state a fact
-# keeps it; a concurrent first event of the same payment waits here.
-_NOTE = """
+# One statement per event: the row is created or locked (a concurrent first
+# event of the same payment waits here), the identity facts added (they do
+# not change, so the first event to state one keeps it), and the status
+# applied only if this event is not older than the one that set the current
+# status. A conflicting row is locked even when the status is not applied,
+# so the lock order is the same for every event.
+_NEWER = """EXCLUDED.status IS NOT NULL AND (p.status IS NULL
+    OR (EXCLUDED.status_at, EXCLUDED.status_rank) >= (p.status_at, p.status_rank))"""
+
+_NOTE = f"""
 INSERT INTO payments AS p
-    (payment_id, account, checkout_mode, session_id, client_reference_id, customer,
-     session_metadata, intent_metadata, invoice_id)
-VALUES (%(payment_id)s, %(account)s, %(checkout_mode)s, %(session_id)s,
-        %(client_reference_id)s, %(customer)s, %(session_metadata)s, %(intent_metadata)s,
-        %(invoice_id)s)
+    (payment_id, account, status, status_rank, status_at, amount, currency, checkout_mode,
+     session_id, client_reference_id, customer, session_metadata, intent_metadata, invoice_id)
+VALUES (%(payment_id)s, %(account)s, %(status)s, %(rank)s, %(at)s, %(amount)s, %(currency)s,
+        %(checkout_mode)s, %(session_id)s, %(client_reference_id)s, %(customer)s,
+        %(session_metadata)s, %(intent_metadata)s, %(invoice_id)s)
 ON CONFLICT (payment_id) DO UPDATE
-SET checkout_mode = coalesce(p.checkout_mode, EXCLUDED.checkout_mode),
+SET status = CASE WHEN {_NEWER} THEN EXCLUDED.status ELSE p.status END,
+    status_rank = CASE WHEN {_NEWER} THEN EXCLUDED.status_rank ELSE p.status_rank END,
+    status_at = CASE WHEN {_NEWER} THEN EXCLUDED.status_at ELSE p.status_at END,
+    amount = CASE WHEN {_NEWER} THEN coalesce(EXCLUDED.amount, p.amount) ELSE p.amount END,
+    currency = CASE WHEN {_NEWER} THEN coalesce(EXCLUDED.currency, p.currency) ELSE p.currency END,
+    checkout_mode = coalesce(p.checkout_mode, EXCLUDED.checkout_mode),
     session_id = coalesce(p.session_id, EXCLUDED.session_id),
     client_reference_id = coalesce(p.client_reference_id, EXCLUDED.client_reference_id),
     customer = coalesce(p.customer, EXCLUDED.customer),
     session_metadata = coalesce(p.session_metadata, EXCLUDED.session_metadata),
     intent_metadata = coalesce(p.intent_metadata, EXCLUDED.intent_metadata),
-    invoice_id = coalesce(p.invoice_id, EXCLUDED.invoice_id)
+    invoice_id = coalesce(p.invoice_id, EXCLUDED.invoice_id),
+    updated_at = now()
 RETURNING account, checkout_mode, session_id, client_reference_id, customer,
           session_metadata, intent_metadata, invoice_id, amount, amount_refunded, disputed,
-          held_at
+          held_at,
+          -- Holding this event's (status, created, rank) is the same as having applied it.
+          (status, status_at, status_rank) IS NOT DISTINCT FROM (%(status)s, %(at)s, %(rank)s)
+          AS status_applied
 """
 
 _FACTS = (
@@ -82,34 +99,32 @@ _FACTS = (
     "session_metadata", "intent_metadata", "invoice_id",
 )
 
-# Applies a status only if this event is not older than the one that set the
-# current status (no row returned then).
-_SET_STATUS = """
-UPDATE payments AS p
-SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s,
-    amount = coalesce(%(amount)s, p.amount), currency = coalesce(%(currency)s, p.currency),
-    updated_at = now()
-WHERE payment_id = %(payment_id)s
-  AND (p.status IS NULL OR (%(at)s, %(rank)s) >= (p.status_at, p.status_rank))
-RETURNING status
-"""
-
 
 def payment_id_of(*candidates: Any) -> str:
     """The first id given: callers list the payment intent first, then fallbacks."""
     return require_id(next((c for c in candidates if c), None), "payment id")
 
 
-def note(conn: psycopg.Connection, event: Event, payment_id: str, **facts: Any) -> Payment:
-    """Lock the payment's row (creating it), add what this event knows, check its scope."""
+def note(
+    conn: psycopg.Connection, event: Event, payment_id: str, status: str | None = None,
+    amount: int | None = None, currency: str | None = None, **facts: Any,
+) -> Payment:
+    """Lock the payment's row (creating it), add what this event knows, check its scope.
+
+    With `status`, also record it (with the event's amount and currency)
+    unless a newer event already set one: `status_applied` says which.
+    """
     params = {name: facts.get(name) for name in _FACTS}
     for name in ("session_metadata", "intent_metadata"):
         if params[name] is not None:
             params[name] = json.dumps(params[name])
+    params.update(
+        payment_id=payment_id, account=event.account_key, status=status, amount=amount,
+        currency=currency, rank=_STATUS_RANK.get(status),
+        at=require_created(event) if status else None,
+    )
     with conn.cursor(row_factory=class_row(Payment)) as cur:
-        payment = cur.execute(
-            _NOTE, {**params, "payment_id": payment_id, "account": event.account_key}
-        ).fetchone()
+        payment = cur.execute(_NOTE, params).fetchone()
     scope.check(conn, event, "payment", payment_id, payment.account)
     return payment
 
@@ -123,15 +138,4 @@ def set_status(
     currency: str | None,
 ) -> bool:
     """Record `status` unless a newer event already set one; True if applied."""
-    row = conn.execute(
-        _SET_STATUS,
-        {
-            "payment_id": payment_id,
-            "status": status,
-            "rank": _STATUS_RANK[status],
-            "at": require_created(event),
-            "amount": amount,
-            "currency": currency,
-        },
-    ).fetchone()
-    return row is not None
+    return note(conn, event, payment_id, status, amount, currency).status_applied
