@@ -19,7 +19,6 @@ STORIES = {
     ),
     "async_succeeds": lambda: stories.async_payment(True, NOW),
     "async_fails": lambda: stories.async_payment(False, NOW),
-    "subscription": lambda: stories.subscription(NOW),
 }
 
 

@@ -15,3 +15,8 @@ DISPUTE_FLAGGED = "dispute_flagged"
 ALREADY_FLAGGED = "already_flagged"
 REVOKED = "revoked"
 ALREADY_REVOKED = "already_revoked"
+
+# Subscriptions (issue 11): the mirror took the event's snapshot; a trial's
+# end was announced (customer.subscription.trial_will_end).
+SUBSCRIPTION_UPDATED = "subscription_updated"
+TRIAL_ENDING = "trial_ending"
