@@ -103,7 +103,7 @@ def state(db, tag: str, moment: int) -> dict:
     like = f"%\\_{tag}%"
     access = db.execute(
         "SELECT subscription_id, has_access, reason, access_until FROM subscription_access_at(%s)"
-        " WHERE subscription_id LIKE %s", [at(moment), like],
+        " WHERE subscription_id LIKE %s ORDER BY 1", [at(moment), like],
     ).fetchall()
     rows = {
         "mirror": [row[:1] + row[2:] for row in db.execute(_MIRROR, [like]).fetchall()],
@@ -165,3 +165,24 @@ def dunning(story: Story, after_retries: str) -> list[tuple[str, dict]]:
         events.append(("unpaid", story.subscription("customer.subscription.updated", end, "unpaid",
                                                     b + MONTH, latest_invoice=renewal_invoice)))
     return events
+
+
+def lifecycle(story: Story) -> list[tuple[str, dict]]:
+    """Renewal fails, is paid on a retry, is scheduled to cancel, and ends with the period."""
+    b = story.start
+    events = dunning(story, "past_due")
+    renewal_invoice = events[3][1]["data"]["object"]["latest_invoice"]
+    retried = b + MONTH + 3 * DAY
+    return events + [
+        ("retry_paid", story.invoice("invoice.paid", renewal_invoice, b + MONTH, retried)),
+        ("recovered", story.subscription("customer.subscription.updated", retried + 1, "active", b + MONTH,
+                                         latest_invoice=renewal_invoice)),
+        ("cancel_scheduled", story.subscription("customer.subscription.updated", b + MONTH + 10 * DAY,
+                                                "active", b + MONTH, cancel_at_period_end=True,
+                                                latest_invoice=renewal_invoice)),
+        ("deleted", story.subscription("customer.subscription.deleted", b + 2 * MONTH, "canceled",
+                                       b + MONTH, canceled_at=b + 2 * MONTH, ended_at=b + 2 * MONTH,
+                                       latest_invoice=renewal_invoice,
+                                       cancellation_details={"comment": None, "feedback": None,
+                                                             "reason": "cancellation_requested"})),
+    ]

@@ -108,3 +108,59 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
         "SELECT count(*) FROM webhook_events WHERE account = %s AND status = 'completed'", [shuffled]
     ).fetchone()[0]
     assert completed == len(events)
+
+
+# --- Subscriptions (issue 11) ------------------------------------------------
+# Whole subscription lifecycles, shuffled, duplicated and sent concurrently,
+# end with the mirror, invoices and access decision of one sequential
+# delivery. Subscription rows are keyed by object id alone, so the reference
+# and the shuffled run each get their own ids (`retag`), not their own account.
+from tests import subscription_stories as subs  # noqa: E402
+
+subscription_shapes = st.sampled_from(
+    ["renewal", "lifecycle", *(f"dunning_{end}" for end in subs.AFTER_RETRIES)]
+)
+
+
+def _subscription_story(shape: str, story: subs.Story) -> list[dict]:
+    if shape.startswith("dunning_"):
+        events = subs.dunning(story, shape.removeprefix("dunning_"))
+    else:
+        events = getattr(subs, shape)(story)
+    return [evt for _, evt in events]
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(shapes=st.lists(subscription_shapes, min_size=1, max_size=3), data=st.data())
+def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequential_delivery(
+    impatient_app, db, shapes, data
+):
+    app = impatient_app
+    tag = uuid.uuid4().hex[:10]
+    events = [
+        evt for i, shape in enumerate(shapes)
+        for evt in _subscription_story(shape, subs.Story(NOW + i * subs.DAY, f"{tag}{i}x"))
+    ]
+    copies = data.draw(st.lists(st.integers(1, 3), min_size=len(events), max_size=len(events)))
+    deliveries = data.draw(st.permutations([e for e, n in zip(events, copies) for _ in range(n)]))
+    senders = data.draw(
+        st.lists(st.integers(0, SENDERS - 1), min_size=len(deliveries), max_size=len(deliveries))
+    )
+
+    reference, shuffled = f"{tag}ref", f"{tag}mix"
+    deliver(app.test_client(), subs.retag(events, tag, reference))
+    queues = [
+        subs.retag([e for e, s in zip(deliveries, senders) if s == n], tag, shuffled)
+        for n in range(SENDERS)
+    ]
+    statuses = _deliver_concurrently(app, queues)
+
+    assert len(statuses) == len(deliveries) and set(statuses) == {200}, statuses
+    for moment in (NOW + subs.MONTH + subs.DAY, NOW + 3 * subs.MONTH):
+        assert subs.state(db, shuffled, moment) == subs.state(db, reference, moment)
