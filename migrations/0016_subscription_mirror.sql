@@ -22,6 +22,11 @@ FROM (
 WHERE account <> first_account
 ON CONFLICT (object_type, object_id, event_id) DO NOTHING;
 
+-- The old keys go first: a merged row takes an account another row of the
+-- same object held until this statement deleted it.
+ALTER TABLE invoices DROP CONSTRAINT invoices_pkey;
+ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_pkey;
+
 -- Invoices: the newest status wins, under the first account.
 WITH ranked AS (
     SELECT ctid AS row_id,
@@ -67,7 +72,6 @@ FROM merged m
 WHERE s.ctid = m.keep;
 
 ALTER TABLE invoices
-    DROP CONSTRAINT invoices_pkey,
     ADD PRIMARY KEY (invoice_id),
     -- A row is claimed (and locked) before its first status is known.
     ALTER COLUMN status DROP NOT NULL,
@@ -82,7 +86,6 @@ CREATE UNIQUE INDEX invoice_fulfilments_invoice_id_key ON invoice_fulfilments (i
 -- (status_at, then status_rank for events of the same second). A deletion
 -- (revoked_at) is final. paid_through still only grows, from paid invoices.
 ALTER TABLE subscriptions
-    DROP CONSTRAINT subscriptions_pkey,
     ADD PRIMARY KEY (subscription_id),
     ADD COLUMN status               text,
     ADD COLUMN status_rank          smallint,

@@ -32,7 +32,7 @@ def _show(args: argparse.Namespace) -> int:
             return 1
         decision = access.decision(conn, args.subscription_id)
     for column, value in zip((c.name for c in cursor.description), row):
-        print(f"{column:<22} {'-' if value is None else value}")
+        print(f"{column:<22} {'-' if value in (None, '') else value}")
     verdict = "has access" if decision.has_access else "no access"
     until = f" until {decision.access_until}" if decision.access_until else ""
     print(f"{'access':<22} {verdict} ({decision.reason}){until}")
