@@ -5,13 +5,16 @@ The rule is asked at chosen moments through `subscription_access_at(ts)`
 would have sent by then, so "throughout" means at each probe in between.
 """
 import time
+from datetime import timedelta
 
 import pytest
 
+from tests.conftest import post_event
 from tests.stories import DAY, deliver
 from tests.subscription_stories import (
     AFTER_RETRIES, HOUR, MONTH, RETRIES_END, Story, access_at, dunning, jobs, pre_basil, renewal,
 )
+from webhooks.stripe import access
 from webhooks.stripe.access import ACCESS_CHANGED
 from webhooks.stripe.subscriptions import TRIAL_ENDING_JOB
 
@@ -174,3 +177,17 @@ def test_the_grace_setting_reaches_the_view(make_app, db):
     seen = walk(client, db, story, dunning(story, "past_due"), [MONTH + DAY - 1, MONTH + DAY])
     assert seen == {MONTH + DAY - 1: (True, "past_due_grace"), MONTH + DAY: (False, "grace_expired")}
     assert db.execute("SELECT grace FROM subscription_access_settings").fetchone()[0].days == 1
+
+
+def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
+    story = Story(START)
+    evt = story.subscription("customer.subscription.updated", START, "on_hold", START)
+    response = post_event(client, evt)
+    assert response.status_code == 400
+    assert db.execute("SELECT count(*) FROM subscriptions").fetchone()[0] == 0
+
+
+def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():
+    started = time.monotonic()
+    access.publish_settings("postgresql://root@127.0.0.1:1/none", timedelta(days=1), timedelta(hours=1))
+    assert time.monotonic() - started < 5
