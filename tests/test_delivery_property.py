@@ -66,15 +66,27 @@ def _deliver_concurrently(app, queues: list[list[dict]]) -> list[int]:
     return statuses
 
 
-@settings(
-    max_examples=40,
+# No shrinking: thread timing makes a failure hard to replay, and the first
+# failing plan is reported as drawn.
+THREADED = dict(
     deadline=None,
     database=None,
-    # No shrinking: thread timing makes a failure hard to replay, and the
-    # first failing plan is reported as drawn.
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+def _draw_plan(data, events: list[dict], max_copies: int) -> tuple[list[dict], list[int]]:
+    """Each event 1..max_copies times, shuffled, each copy given to one of the senders."""
+    copies = data.draw(st.lists(st.integers(1, max_copies), min_size=len(events), max_size=len(events)))
+    deliveries = data.draw(st.permutations([e for e, n in zip(events, copies) for _ in range(n)]))
+    senders = data.draw(
+        st.lists(st.integers(0, SENDERS - 1), min_size=len(deliveries), max_size=len(deliveries))
+    )
+    return deliveries, senders
+
+
+@settings(max_examples=40, **THREADED)
 @given(shapes=st.lists(payment_shapes, min_size=2, max_size=6), data=st.data())
 def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery(
     impatient_app, db, shapes, data
@@ -82,11 +94,7 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
     app = impatient_app
     stories = [card_payment(shape, NOW + i) for i, shape in enumerate(shapes)]
     events = [evt for story in stories for _, evt in story]
-    copies = data.draw(st.lists(st.integers(1, 4), min_size=len(events), max_size=len(events)))
-    deliveries = data.draw(st.permutations([e for e, n in zip(events, copies) for _ in range(n)]))
-    senders = data.draw(
-        st.lists(st.integers(0, SENDERS - 1), min_size=len(deliveries), max_size=len(deliveries))
-    )
+    deliveries, senders = _draw_plan(data, events, max_copies=4)
 
     reference, shuffled = (f"acct_{kind}_{uuid.uuid4().hex[:12]}" for kind in ("ref", "mix"))
     deliver(app.test_client(), events, reference)
@@ -130,13 +138,7 @@ def _subscription_story(shape: str, story: subs.Story) -> list[dict]:
     return [evt for _, evt in events]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=25, **THREADED)
 @given(shapes=st.lists(subscription_shapes, min_size=1, max_size=3), data=st.data())
 def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequential_delivery(
     impatient_app, db, shapes, data
@@ -147,11 +149,7 @@ def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequentia
         evt for i, shape in enumerate(shapes)
         for evt in _subscription_story(shape, subs.Story(NOW + i * subs.DAY, f"{tag}{i}x"))
     ]
-    copies = data.draw(st.lists(st.integers(1, 3), min_size=len(events), max_size=len(events)))
-    deliveries = data.draw(st.permutations([e for e, n in zip(events, copies) for _ in range(n)]))
-    senders = data.draw(
-        st.lists(st.integers(0, SENDERS - 1), min_size=len(deliveries), max_size=len(deliveries))
-    )
+    deliveries, senders = _draw_plan(data, events, max_copies=3)
 
     reference, shuffled = f"{tag}ref", f"{tag}mix"
     deliver(app.test_client(), subs.retag(events, tag, reference))
