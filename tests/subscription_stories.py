@@ -35,11 +35,12 @@ class Story:
     def invoice_id(self) -> str:
         return self._id("in")
 
-    def subscription(self, event_type: str, created: int, status: str, period_start: int,
-                     **fields) -> dict:
-        """A `customer.subscription.*` event; `fields` override the subscription's own."""
+    def subscription(
+        self, kind: str, created: int, status: str, period_start: int, **fields
+    ) -> dict:
+        """A `customer.subscription.<kind>` event; `fields` override the subscription's own."""
         evt = fixture("customer.subscription.deleted")
-        evt.update(id=self._id("evt"), type=event_type, created=created)
+        evt.update(id=self._id("evt"), type=f"customer.subscription.{kind}", created=created)
         sub = evt["data"]["object"]
         sub.update(id=self.sub, status=status, canceled_at=None, ended_at=None,
                    cancellation_details={"comment": None, "feedback": None, "reason": None})
@@ -125,15 +126,15 @@ def jobs(db, kind: str) -> list[dict]:
 
 
 def renewal(story: Story, paid_after: int = 90 * 60) -> list[tuple[str, dict]]:
-    """Paid first month; the renewal's invoice, drafted at the period end, paid `paid_after` later."""
+    """A paid first month; the renewal's invoice, drafted at the period end, paid `paid_after` on."""
     b, first, second = story.start, story.invoice_id(), story.invoice_id()
     return [
-        ("created", story.subscription("customer.subscription.created", b, "incomplete", b,
+        ("created", story.subscription("created", b, "incomplete", b,
                                        latest_invoice=first)),
         ("first_paid", story.invoice("invoice.paid", first, b, b + 2)),
-        ("activated", story.subscription("customer.subscription.updated", b + 3, "active", b,
+        ("activated", story.subscription("updated", b + 3, "active", b,
                                          latest_invoice=first)),
-        ("renewed", story.subscription("customer.subscription.updated", b + MONTH, "active",
+        ("renewed", story.subscription("updated", b + MONTH, "active",
                                        b + MONTH, latest_invoice=second)),
         ("renewal_paid", story.invoice("invoice.paid", second, b + MONTH, b + MONTH + paid_after)),
     ]
@@ -151,18 +152,19 @@ def dunning(story: Story, after_retries: str) -> list[tuple[str, dict]]:
     renewal_invoice = events[3][1]["data"]["object"]["latest_invoice"]
     failed_at = b + MONTH + HOUR
     events += [
-        ("renewal_failed", story.invoice("invoice.payment_failed", renewal_invoice, b + MONTH, failed_at)),
-        ("past_due", story.subscription("customer.subscription.updated", failed_at + 1, "past_due",
+        ("renewal_failed",
+         story.invoice("invoice.payment_failed", renewal_invoice, b + MONTH, failed_at)),
+        ("past_due", story.subscription("updated", failed_at + 1, "past_due",
                                         b + MONTH, latest_invoice=renewal_invoice)),
     ]
     end = b + RETRIES_END
     if after_retries == "cancel":
         events.append(("deleted", story.subscription(
-            "customer.subscription.deleted", end, "canceled", b + MONTH, latest_invoice=renewal_invoice,
+            "deleted", end, "canceled", b + MONTH, latest_invoice=renewal_invoice,
             canceled_at=end, ended_at=end,
             cancellation_details={"comment": None, "feedback": None, "reason": "payment_failed"})))
     elif after_retries == "unpaid":
-        events.append(("unpaid", story.subscription("customer.subscription.updated", end, "unpaid",
+        events.append(("unpaid", story.subscription("updated", end, "unpaid",
                                                     b + MONTH, latest_invoice=renewal_invoice)))
     return events
 
@@ -175,12 +177,12 @@ def lifecycle(story: Story) -> list[tuple[str, dict]]:
     retried = b + MONTH + 3 * DAY
     return events + [
         ("retry_paid", story.invoice("invoice.paid", renewal_invoice, b + MONTH, retried)),
-        ("recovered", story.subscription("customer.subscription.updated", retried + 1, "active", b + MONTH,
+        ("recovered", story.subscription("updated", retried + 1, "active", b + MONTH,
                                          latest_invoice=renewal_invoice)),
-        ("cancel_scheduled", story.subscription("customer.subscription.updated", b + MONTH + 10 * DAY,
+        ("cancel_scheduled", story.subscription("updated", b + MONTH + 10 * DAY,
                                                 "active", b + MONTH, cancel_at_period_end=True,
                                                 latest_invoice=renewal_invoice)),
-        ("deleted", story.subscription("customer.subscription.deleted", b + 2 * MONTH, "canceled",
+        ("deleted", story.subscription("deleted", b + 2 * MONTH, "canceled",
                                        b + MONTH, canceled_at=b + 2 * MONTH, ended_at=b + 2 * MONTH,
                                        latest_invoice=renewal_invoice,
                                        cancellation_details={"comment": None, "feedback": None,

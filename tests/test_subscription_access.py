@@ -22,6 +22,13 @@ START = 1_780_000_000  # a fixed calendar: these tests never read the clock
 MINUTE = 60
 
 
+def _period(db, subscription_id: str) -> tuple:
+    return db.execute(
+        "SELECT current_period_start, current_period_end FROM subscriptions"
+        " WHERE subscription_id = %s", [subscription_id],
+    ).fetchone()
+
+
 def walk(client, db, story: Story, events, probes) -> dict[int, tuple]:
     """Access at each probe (seconds after the story's start), events delivered as time passes."""
     pending = sorted((evt for _, evt in events), key=lambda e: e["created"])
@@ -62,7 +69,8 @@ def test_failed_retries_end_access_within_grace_whatever_stripe_does_after_them(
     client, db, after_retries
 ):
     story = Story(START)
-    grace_end = MONTH + 3 * DAY  # WEBHOOK_SUBSCRIPTION_GRACE's default, from the unpaid period's start
+    # WEBHOOK_SUBSCRIPTION_GRACE's default, from the unpaid period's start
+    grace_end = MONTH + 3 * DAY
     probes = [MONTH + 2 * HOUR, MONTH + 2 * DAY, grace_end - 1, grace_end, RETRIES_END + DAY]
     seen = walk(client, db, story, dunning(story, after_retries), probes)
     assert seen[MONTH + 2 * HOUR] == (True, "past_due_grace")
@@ -84,7 +92,7 @@ def test_marked_unpaid_after_retries_loses_access_without_a_deleted_event(client
     assert db.execute(
         "SELECT has_access, reason FROM subscription_access WHERE subscription_id = %s", [story.sub]
     ).fetchone() == (False, "unpaid")
-    changes = [(job["change"], job["reason"], job["event_type"]) for job in jobs(db, ACCESS_CHANGED)]
+    changes = [(j["change"], j["reason"], j["event_type"]) for j in jobs(db, ACCESS_CHANGED)]
     assert changes == [("granted", "active", "customer.subscription.updated"),
                        ("revoked", "unpaid", "customer.subscription.updated")]
 
@@ -92,14 +100,16 @@ def test_marked_unpaid_after_retries_loses_access_without_a_deleted_event(client
 @pytest.mark.parametrize("behavior, has_access", [
     ("void", False), ("keep_as_draft", True), ("mark_uncollectible", True),
 ])
-def test_paused_collection_ends_access_only_when_its_invoices_are_voided(client, db, behavior, has_access):
+def test_paused_collection_ends_access_only_when_its_invoices_are_voided(
+    client, db, behavior, has_access
+):
     story = Story(START)
     events = renewal(story)[:3]
     pause = {"behavior": behavior, "resumes_at": START + 20 * DAY}
     events += [
-        ("paused", story.subscription("customer.subscription.updated", START + 10 * DAY, "active", START,
+        ("paused", story.subscription("updated", START + 10 * DAY, "active", START,
                                       pause_collection=pause)),
-        ("resumed", story.subscription("customer.subscription.updated", START + 20 * DAY, "active", START)),
+        ("resumed", story.subscription("updated", START + 20 * DAY, "active", START)),
     ]
     seen = walk(client, db, story, events, [5 * DAY, 15 * DAY, 25 * DAY])
     paused_reason = "active" if has_access else "collection_paused"
@@ -113,12 +123,12 @@ def test_a_trial_ending_without_a_payment_method_pauses_access_until_resumed(cli
     trialing = {"trial_start": START, "trial_end": trial_end, "default_payment_method": None,
                 "trial_settings": {"end_behavior": {"missing_payment_method": "pause"}}}
     events = [
-        ("created", story.subscription("customer.subscription.created", START, "trialing", START, **trialing)),
-        ("trial_will_end", story.subscription("customer.subscription.trial_will_end", trial_end - 3 * DAY,
+        ("created", story.subscription("created", START, "trialing", START, **trialing)),
+        ("trial_will_end", story.subscription("trial_will_end", trial_end - 3 * DAY,
                                               "trialing", START, **trialing)),
-        ("paused", story.subscription("customer.subscription.paused", trial_end, "paused", trial_end,
+        ("paused", story.subscription("paused", trial_end, "paused", trial_end,
                                       **trialing)),
-        ("resumed", story.subscription("customer.subscription.resumed", trial_end + 2 * DAY, "active",
+        ("resumed", story.subscription("resumed", trial_end + 2 * DAY, "active",
                                        trial_end + 2 * DAY, **trialing)),
     ]
     seen = walk(client, db, story, events, [DAY, 12 * DAY, 14 * DAY + 1, 15 * DAY, 17 * DAY])
@@ -135,19 +145,16 @@ def test_an_upgrade_mid_period_takes_the_new_items_period_and_keeps_access(clien
     story = Story(START)
     events = renewal(story)[:3]
     upgrade_at = START + 10 * DAY
-    upgraded = story.subscription("customer.subscription.updated", upgrade_at, "active", upgrade_at)
+    upgraded = story.subscription("updated", upgrade_at, "active", upgrade_at)
     item = upgraded["data"]["object"]["items"]["data"][0]
-    item.update(id="si_upgraded", price={**item["price"], "id": "price_pro_yearly", "unit_amount": 15000})
+    item.update(id="si_upgraded", price={**item["price"], "id": "price_pro", "unit_amount": 15000})
     proration = story.invoice("invoice.paid", story.invoice_id(), upgrade_at, upgrade_at + 5)
-    stale = story.subscription("customer.subscription.updated", START + 5 * DAY, "active", START)
+    stale = story.subscription("updated", START + 5 * DAY, "active", START)
     events += [("upgraded", upgraded), ("proration_paid", proration)]
     seen = walk(client, db, story, events, [DAY, 10 * DAY, 10 * DAY + 10, MONTH + DAY])
     assert all(has for has, _ in seen.values()), seen
     assert deliver(client, [stale]) == ["superseded"]
-    period = db.execute(
-        "SELECT current_period_start, current_period_end FROM subscriptions WHERE subscription_id = %s",
-        [story.sub],
-    ).fetchone()
+    period = _period(db, story.sub)
     assert [p.timestamp() for p in period] == [upgrade_at, upgrade_at + MONTH]
     assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
 
@@ -156,17 +163,14 @@ def test_pre_basil_subscriptions_carry_their_period_on_the_subscription(client, 
     story = Story(START)
     _, evt = renewal(story)[3]
     assert deliver(client, [pre_basil(evt)]) == ["subscription_updated"]
-    period = db.execute(
-        "SELECT current_period_start, current_period_end FROM subscriptions WHERE subscription_id = %s",
-        [story.sub],
-    ).fetchone()
+    period = _period(db, story.sub)
     assert [p.timestamp() for p in period] == [START + MONTH, START + 2 * MONTH]
 
 
 def test_a_deletion_is_final_against_a_newer_update_delivered_after_it(client, db):
     story = Story(START)
     deleted = dunning(story, "cancel")[-1][1]
-    later = story.subscription("customer.subscription.updated", START + RETRIES_END + 60, "active", START)
+    later = story.subscription("updated", START + RETRIES_END + 60, "active", START)
     assert deliver(client, [deleted, later, deleted]) == ["revoked", "superseded", "revoked"]
     assert access_at(db, story.sub, START + RETRIES_END + 120) == (False, "canceled")
 
@@ -175,13 +179,15 @@ def test_the_grace_setting_reaches_the_view(make_app, db):
     client = make_app(WEBHOOK_SUBSCRIPTION_GRACE="1d").test_client()
     story = Story(START)
     seen = walk(client, db, story, dunning(story, "past_due"), [MONTH + DAY - 1, MONTH + DAY])
-    assert seen == {MONTH + DAY - 1: (True, "past_due_grace"), MONTH + DAY: (False, "grace_expired")}
+    assert seen == {
+        MONTH + DAY - 1: (True, "past_due_grace"), MONTH + DAY: (False, "grace_expired"),
+    }
     assert db.execute("SELECT grace FROM subscription_access_settings").fetchone()[0].days == 1
 
 
 def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
     story = Story(START)
-    evt = story.subscription("customer.subscription.updated", START, "on_hold", START)
+    evt = story.subscription("updated", START, "on_hold", START)
     response = post_event(client, evt)
     assert response.status_code == 400
     assert db.execute("SELECT count(*) FROM subscriptions").fetchone()[0] == 0
@@ -189,5 +195,6 @@ def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
 
 def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():
     started = time.monotonic()
-    access.publish_settings("postgresql://root@127.0.0.1:1/none", timedelta(days=1), timedelta(hours=1))
+    nowhere = "postgresql://root@127.0.0.1:1/none"
+    access.publish_settings(nowhere, timedelta(days=1), timedelta(hours=1))
     assert time.monotonic() - started < 5

@@ -57,10 +57,10 @@ def test_the_same_event_delivered_eight_times_at_once_enqueues_one_access_change
     assert job["key"] == f"{ACCESS_CHANGED}:{story.sub}:{activated['id']}"
 
 
-def test_every_event_of_a_subscription_at_once_ends_as_delivered_in_order(impatient_app, db):
+def test_every_event_of_a_subscription_at_once_ends_as_delivered_in_order(client, impatient_app, db):
     story = Story(START)
     events = [evt for _, evt in dunning(story, "unpaid")]
-    deliver(impatient_app.test_client(), retag(events, story.tag, story.tag + "s"))
+    deliver(client, retag(events, story.tag, story.tag + "s"))
     concurrent = retag(events, story.tag, story.tag + "c")
     statuses = _deliver_concurrently(impatient_app, [[evt] for evt in concurrent + concurrent])
     assert set(statuses) == {200}

@@ -20,7 +20,8 @@ START = 1_780_000_000
 
 def _conflicts(db):
     return db.execute(
-        "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts ORDER BY 1"
+        "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts"
+        " ORDER BY 1"
     ).fetchall()
 
 
@@ -52,7 +53,7 @@ def test_an_invoice_paid_seen_under_two_scopes_is_fulfilled_once(client, db):
 
 @pytest.fixture
 def schema_before_0016(server_url, tmp_path):
-    """A schema migrated up to 0015 (the layout keyed by id and account), and its later migrations."""
+    """A schema migrated up to 0015: invoices and subscriptions keyed by id and account."""
     for path in migrate.available():
         if path.stem < "0016":
             shutil.copy(path, tmp_path)
@@ -87,15 +88,15 @@ def test_migration_0016_merges_rows_of_one_object_under_two_accounts(schema_befo
             " VALUES ('sub_1', 'acct_self', %s, %s, 'payment_failed', %s)",
             [t0 + 20 * day, t0 + 40 * day, t0 + day])
         migrate.migrate(schema_before_0016)
-        assert conn.execute("SELECT invoice_id, account, subscription_id, status FROM invoices").fetchall() == [
-            ("in_1", "acct_self", "sub_1", "paid")]
+        invoices = conn.execute("SELECT invoice_id, account, subscription_id, status FROM invoices")
+        assert invoices.fetchall() == [("in_1", "acct_self", "sub_1", "paid")]
         assert conn.execute("SELECT event_id FROM invoice_fulfilments").fetchall() == [("evt_a",)]
         assert conn.execute(
             "SELECT account, paid_through, revoked_at, revoked_reason, status FROM subscriptions"
         ).fetchall() == [("", t0 + 30 * day, t0 + 40 * day, "payment_failed", "canceled")]
-        assert conn.execute(
-            "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts ORDER BY 1"
-        ).fetchall() == [("invoice", "in_1", "acct_self", ""), ("subscription", "sub_1", "", "acct_self")]
+        assert _conflicts(conn) == [
+            ("invoice", "in_1", "acct_self", ""), ("subscription", "sub_1", "", "acct_self"),
+        ]
         assert conn.execute(
             "SELECT has_access, reason FROM subscription_access WHERE subscription_id = 'sub_1'"
         ).fetchone() == (False, "canceled")

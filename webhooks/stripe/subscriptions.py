@@ -57,11 +57,11 @@ def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
     With items on different intervals the latest start is the renewal that
     matters for dunning, and the latest end is when the paid time runs out.
     """
+    holders = (subscription.get("items") or {}).get("data") or []
     if isinstance(subscription.get("current_period_start"), int):
-        return timestamp(subscription["current_period_start"]), timestamp(subscription.get("current_period_end"))
-    items = (subscription.get("items") or {}).get("data") or []
-    starts = [i["current_period_start"] for i in items if isinstance(i.get("current_period_start"), int)]
-    ends = [i["current_period_end"] for i in items if isinstance(i.get("current_period_end"), int)]
+        holders = [subscription]
+    starts = [h["current_period_start"] for h in holders if isinstance(h.get("current_period_start"), int)]
+    ends = [h["current_period_end"] for h in holders if isinstance(h.get("current_period_end"), int)]
     return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
