@@ -25,7 +25,6 @@ STORIES = {
     ),
     "async_succeeds": lambda: stories.async_payment(True, NOW),
     "async_fails": lambda: stories.async_payment(False, NOW),
-    "subscription": lambda: stories.subscription(NOW),
 }
 SUCCESSES = {"intent_succeeded", "checkout_paid", "async_succeeded"}
 STOPS_SHIPPING = {"refund_3000", "dispute"}  # the full refund, the dispute

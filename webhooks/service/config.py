@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
 
 def _csv(raw: str | None) -> tuple[str, ...]:
@@ -11,6 +12,16 @@ def _csv(raw: str | None) -> tuple[str, ...]:
 
 
 STRIPE_MODES = ("test", "live")
+_SPAN = re.compile(r"(\d+)([dhms])")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_span(text: str) -> timedelta:
+    """`3d`, `2h`, `90m` or `45s` as a timedelta; ValueError for anything else."""
+    match = _SPAN.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a span like 30d, 12h, 90m or 45s")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
 def _stripe_mode(raw: str) -> str:
@@ -77,6 +88,11 @@ class Settings:
     admin_token: str | None = field(default=None, repr=False)
     # Payload keys `prune` replaces in stored payloads older than its redaction window.
     redact_fields: tuple[str, ...] = ()
+    # Subscription access (the `subscription_access` view): how long a
+    # past_due subscription keeps access while Stripe retries, and how long
+    # after a paid period ends its renewal may take to be paid.
+    subscription_grace: timedelta = timedelta(days=3)
+    subscription_renewal_margin: timedelta = timedelta(hours=2)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
@@ -119,4 +135,6 @@ _FROM_ENV = {
     "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
     "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
+    "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
+    "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
 }

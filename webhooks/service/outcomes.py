@@ -34,3 +34,8 @@ DISPUTE_OPEN = "dispute_open"
 DISPUTE_WON = "dispute_won"
 DISPUTE_LOST = "dispute_lost"
 DISPUTE_CLOSED = "dispute_closed"  # an inquiry closed, or a dispute prevented
+
+# Subscriptions: the mirror took the event's snapshot; a trial's
+# end was announced (customer.subscription.trial_will_end).
+SUBSCRIPTION_UPDATED = "subscription_updated"
+TRIAL_ENDING = "trial_ending"
