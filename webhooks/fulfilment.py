@@ -15,6 +15,6 @@ from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     NOTIFIED,
     SUPERSEDED,
 )
-from .stripe import disputes, payments, refunds, subscriptions  # noqa: F401  (they register)
+from .stripe import disputes, payments, refunds, subscriptions, thin  # noqa: F401  (they register)
 from .stripe.payments import fulfil_payment  # noqa: F401
 from .service.registry import Handler, handles, load, run  # noqa: F401

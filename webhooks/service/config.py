@@ -56,6 +56,20 @@ class Settings:
     admin_token: str | None = field(default=None, repr=False)
     # Payload keys `prune` replaces in stored payloads older than its redaction window.
     redact_fields: tuple[str, ...] = ()
+    # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
+    # restricted read key, the API version every fetched object is rendered in
+    # (the handlers' shapes), and the base address (tests and staging point
+    # it elsewhere).
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_version: str = "2026-06-24.dahlia"
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_api_timeout_s: float = 30.0
+    # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
+    # or connection error, before a call counts as failed.
+    stripe_api_retries: int = 2
+    # Connect: the connected accounts whose events and objects are read with
+    # Stripe-Account, besides the platform's own.
+    stripe_connect_accounts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
@@ -96,4 +110,10 @@ _FROM_ENV = {
     "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
     "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
+    "stripe_api_key": ("STRIPE_API_KEY", str),
+    "stripe_api_version": ("STRIPE_API_VERSION", str),
+    "stripe_api_base": ("STRIPE_API_BASE", str),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", float),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", int),
+    "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
 }

@@ -17,6 +17,9 @@ from .outcomes import IGNORED, NOTIFIED
 
 Handler = Callable[[psycopg.Connection, Event], str]
 _HANDLERS: dict[str, Handler] = {}
+# What a thin event with no handler of its own gets: thin event types are open
+# ended (`v1.<any snapshot type>`), so a domain registers one catch-all here.
+_THIN: list[Handler] = []
 
 
 def handles(*event_types: str) -> Callable[[Handler], Handler]:
@@ -26,6 +29,16 @@ def handles(*event_types: str) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+def handles_thin(handler: Handler) -> Handler:
+    """Register the handler of every thin event whose type has none; the last one wins."""
+    _THIN[:] = [handler]
+    return handler
+
+
+def handler_for(event_type: str) -> Handler | None:
+    return _HANDLERS.get(event_type)
 
 
 def load(modules: tuple[str, ...]) -> None:
@@ -38,6 +51,8 @@ def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     if handler is not None:
         return handler(conn, event)
+    if event.thin and _THIN:
+        return _THIN[0](conn, event)
     # A thin event names its object without carrying it; the ledger row (id,
     # type, payload) is the record a later fetch works from.
     return NOTIFIED if event.thin else IGNORED

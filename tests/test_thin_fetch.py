@@ -1,0 +1,188 @@
+"""Thin events: claimed with a `stripe.fetch` job, fetched by the worker outside any
+claim, applied once through the same handlers."""
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+
+from tests import conftest
+from tests.conftest import load_json, post_event
+from tests.downstream import Downstream, Worker, wait_until
+from tests.stripe_api import StripeApi
+from webhooks.ops import fetch, samples
+from webhooks.service import outbox
+from webhooks.service.config import Settings
+from webhooks.stripe import thin
+
+WORKER_ENV = {
+    "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,
+    "WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS": 0.2,
+    "WEBHOOK_OUTBOX_POLL_SECONDS": 1,
+    "WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS": 2,
+    "STRIPE_API_KEY": "rk_test_standin",
+    "STRIPE_API_RETRIES": 0,
+    "STRIPE_API_TIMEOUT_SECONDS": 60,
+}
+
+
+@pytest.fixture
+def stripe_api():
+    api = StripeApi()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def downstream():
+    receiver = Downstream()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def workers(database_url, stripe_api, downstream):
+    started = []
+
+    def start() -> Worker:
+        env = conftest.service_env(
+            database_url, WEBHOOK_OUTBOX_URL=downstream.url, STRIPE_API_BASE=stripe_api.url,
+            **WORKER_ENV,
+        )
+        started.append(Worker(env))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def thin_event(intent: dict, thin_type: str = "v1.payment_intent.succeeded", **extra) -> dict:
+    return {
+        "id": samples.stripe_id("evt_test"),
+        "object": "v2.core.event",
+        "type": thin_type,
+        "livemode": False,
+        "created": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "related_object": {
+            "id": intent["id"], "type": intent["object"], "url": f"/v1/payment_intents/{intent['id']}",
+        },
+        **extra,
+    }
+
+
+def paid_intent() -> dict:
+    return samples.payment_events()[1]["data"]["object"]
+
+
+def fulfilments(db, payment_id: str) -> int:
+    return db.execute(
+        "SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]
+    ).fetchone()[0]
+
+
+def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db, stripe_api):
+    intent = paid_intent()
+    response = post_event(client, thin_event(intent))
+    assert load_json(response)["outcome"] == thin.FETCH_QUEUED
+    jobs = outbox.pending(db)
+    assert [job.kind for job in jobs] == [thin.FETCH]
+    assert fulfilments(db, intent["id"]) == 0
+    assert stripe_api.requests == []  # nothing fetched inside the claim
+
+
+def test_a_thin_event_without_a_snapshot_handler_stays_notified(client, db):
+    body = conftest.ROOT / "tests/stripe_events/v1.billing.meter.error_report_triggered.json"
+    response = post_event(client, body.read_bytes())
+    assert load_json(response)["outcome"] == "notified"
+    assert outbox.pending(db) == []
+
+
+def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
+    client, db, database_url, stripe_api
+):
+    intent = paid_intent()
+    stripe_api.add("payment_intents", intent)
+    post_event(client, thin_event(intent))
+    [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
+    settings = Settings.from_env(conftest.service_env(
+        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+    outcomes = [fetch.run(settings, bytes(row[0])).outcome for _ in range(3)]
+    assert outcomes == ["fulfilled", "replayed", "replayed"]
+    assert fulfilments(db, intent["id"]) == 1
+    call = stripe_api.calls("/v1/payment_intents/")[0]
+    assert call.headers["stripe-version"] == settings.stripe_api_version
+
+
+def test_a_connect_thin_event_is_fetched_with_its_context(client, db, database_url, stripe_api):
+    intent, account = paid_intent(), "acct_1RkT9sQm3HcW7bLd"
+    stripe_api.add("payment_intents", intent, account=account)
+    post_event(client, thin_event(intent, context=account))
+    [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
+    settings = Settings.from_env(conftest.service_env(
+        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert stripe_api.calls("/v1/payment_intents/")[0].headers["stripe-context"] == account
+    assert db.execute(
+        "SELECT account FROM fulfilments WHERE payment_id = %s", [intent["id"]]
+    ).fetchone() == (account,)
+
+
+def test_thin_event_then_worker_ends_with_one_fulfilment(client, db, stripe_api, workers, downstream):
+    intent = paid_intent()
+    stripe_api.add("payment_intents", intent)
+    post_event(client, thin_event(intent))
+    workers()
+    wait_until(lambda: fulfilments(db, intent["id"]), 30, "the fetched payment's fulfilment")
+    wait_until(lambda: downstream.received, 30, "the fulfilment's order.fulfilled delivery")
+    assert fulfilments(db, intent["id"]) == 1
+    assert [key.split(":")[0] for key in downstream.keys()] == ["order.fulfilled"]
+
+
+def test_a_worker_killed_mid_fetch_still_ends_with_one_fulfilment_after_redelivery(
+    client, db, stripe_api, workers, downstream
+):
+    intent = paid_intent()
+    stripe_api.add("payment_intents", intent)
+    stall = stripe_api.stall(lambda path, query: path.startswith("/v1/payment_intents/"))
+    evt = thin_event(intent)
+    post_event(client, evt)
+    first = workers()
+    assert stall.arrived.wait(30), first.output()
+    first.kill()
+    stall.release.set()
+    # Stripe redelivers the thin event meanwhile: the stored answer, no second job.
+    again = post_event(client, evt)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    workers()
+    wait_until(lambda: fulfilments(db, intent["id"]), 60, "the retaken job's fulfilment")
+    wait_until(lambda: not outbox.depth(db), 60, "the outbox to drain")
+    assert fulfilments(db, intent["id"]) == 1
+    assert len(stripe_api.calls("/v1/payment_intents/")) == 2
+    assert downstream.effects["order.fulfilled:" + intent["id"]] == 1
+
+
+def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(database_url, db, client):
+    intent = paid_intent()
+    post_event(client, thin_event(intent))
+    [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
+    settings = Settings.from_env(conftest.service_env(database_url))
+    with pytest.raises(fetch.FetchFailed, match="STRIPE_API_KEY is not set"):
+        fetch.run(settings, bytes(row[0]))
+
+
+def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
+    database_url, db, stripe_api
+):
+    from webhooks.service.events import parse
+
+    evt = samples.payment_events()[1]
+    intent = evt["data"]["object"]
+    stripe_api.add("payment_intents", intent)
+    event = parse(samples.encode(evt).decode())
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        assert thin.enqueue_resync(conn, event)
+    [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
+    settings = Settings.from_env(conftest.service_env(
+        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert fulfilments(db, intent["id"]) == 1
