@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 Predicate = Callable[[str, dict], bool]
 
 
@@ -161,3 +163,20 @@ class StripeApi:
             stall.release.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+@pytest.fixture
+def stand_in():
+    """A fresh stand-in for one test; import it into a test module to use it."""
+    api = StripeApi()
+    yield api
+    api.close()
+
+
+def api_env(stand_in: StripeApi, **extra) -> dict[str, str]:
+    """The settings that point the real stripe client at the stand-in."""
+    return {
+        "STRIPE_API_KEY": "rk_test_standin",
+        "STRIPE_API_BASE": stand_in.url,
+        **{k: str(v) for k, v in extra.items()},
+    }

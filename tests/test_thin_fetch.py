@@ -8,7 +8,7 @@ import pytest
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
-from tests.stripe_api import StripeApi
+from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.ops import fetch, samples
 from webhooks.service import outbox
 from webhooks.service.config import Settings
@@ -19,17 +19,9 @@ WORKER_ENV = {
     "WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS": 0.2,
     "WEBHOOK_OUTBOX_POLL_SECONDS": 1,
     "WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS": 2,
-    "STRIPE_API_KEY": "rk_test_standin",
     "STRIPE_API_RETRIES": 0,
     "STRIPE_API_TIMEOUT_SECONDS": 60,
 }
-
-
-@pytest.fixture
-def stripe_api():
-    api = StripeApi()
-    yield api
-    api.close()
 
 
 @pytest.fixture
@@ -40,13 +32,12 @@ def downstream():
 
 
 @pytest.fixture
-def workers(database_url, stripe_api, downstream):
+def workers(database_url, stand_in, downstream):
     started = []
 
     def start() -> Worker:
         env = conftest.service_env(
-            database_url, WEBHOOK_OUTBOX_URL=downstream.url, STRIPE_API_BASE=stripe_api.url,
-            **WORKER_ENV,
+            database_url, WEBHOOK_OUTBOX_URL=downstream.url, **api_env(stand_in, **WORKER_ENV),
         )
         started.append(Worker(env))
         return started[-1]
@@ -80,14 +71,14 @@ def fulfilments(db, payment_id: str) -> int:
     ).fetchone()[0]
 
 
-def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db, stripe_api):
+def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db, stand_in):
     intent = paid_intent()
     response = post_event(client, thin_event(intent))
     assert load_json(response)["outcome"] == thin.FETCH_QUEUED
     jobs = outbox.pending(db)
     assert [job.kind for job in jobs] == [thin.FETCH]
     assert fulfilments(db, intent["id"]) == 0
-    assert stripe_api.requests == []  # nothing fetched inside the claim
+    assert stand_in.requests == []  # nothing fetched inside the claim
 
 
 def test_a_thin_event_without_a_snapshot_handler_stays_notified(client, db):
@@ -98,38 +89,38 @@ def test_a_thin_event_without_a_snapshot_handler_stays_notified(client, db):
 
 
 def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
-    client, db, database_url, stripe_api
+    client, db, database_url, stand_in
 ):
     intent = paid_intent()
-    stripe_api.add("payment_intents", intent)
+    stand_in.add("payment_intents", intent)
     post_event(client, thin_event(intent))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
-        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+        database_url, **api_env(stand_in)))
     outcomes = [fetch.run(settings, bytes(row[0])).outcome for _ in range(3)]
     assert outcomes == ["fulfilled", "replayed", "replayed"]
     assert fulfilments(db, intent["id"]) == 1
-    call = stripe_api.calls("/v1/payment_intents/")[0]
+    call = stand_in.calls("/v1/payment_intents/")[0]
     assert call.headers["stripe-version"] == settings.stripe_api_version
 
 
-def test_a_connect_thin_event_is_fetched_with_its_context(client, db, database_url, stripe_api):
+def test_a_connect_thin_event_is_fetched_with_its_context(client, db, database_url, stand_in):
     intent, account = paid_intent(), "acct_1RkT9sQm3HcW7bLd"
-    stripe_api.add("payment_intents", intent, account=account)
+    stand_in.add("payment_intents", intent, account=account)
     post_event(client, thin_event(intent, context=account))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
-        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+        database_url, **api_env(stand_in)))
     assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
-    assert stripe_api.calls("/v1/payment_intents/")[0].headers["stripe-context"] == account
+    assert stand_in.calls("/v1/payment_intents/")[0].headers["stripe-context"] == account
     assert db.execute(
         "SELECT account FROM fulfilments WHERE payment_id = %s", [intent["id"]]
     ).fetchone() == (account,)
 
 
-def test_thin_event_then_worker_ends_with_one_fulfilment(client, db, stripe_api, workers, downstream):
+def test_thin_event_then_worker_ends_with_one_fulfilment(client, db, stand_in, workers, downstream):
     intent = paid_intent()
-    stripe_api.add("payment_intents", intent)
+    stand_in.add("payment_intents", intent)
     post_event(client, thin_event(intent))
     workers()
     wait_until(lambda: fulfilments(db, intent["id"]), 30, "the fetched payment's fulfilment")
@@ -139,11 +130,11 @@ def test_thin_event_then_worker_ends_with_one_fulfilment(client, db, stripe_api,
 
 
 def test_a_worker_killed_mid_fetch_still_ends_with_one_fulfilment_after_redelivery(
-    client, db, stripe_api, workers, downstream
+    client, db, stand_in, workers, downstream
 ):
     intent = paid_intent()
-    stripe_api.add("payment_intents", intent)
-    stall = stripe_api.stall(lambda path, query: path.startswith("/v1/payment_intents/"))
+    stand_in.add("payment_intents", intent)
+    stall = stand_in.stall(lambda path, query: path.startswith("/v1/payment_intents/"))
     evt = thin_event(intent)
     post_event(client, evt)
     first = workers()
@@ -157,7 +148,7 @@ def test_a_worker_killed_mid_fetch_still_ends_with_one_fulfilment_after_redelive
     wait_until(lambda: fulfilments(db, intent["id"]), 60, "the retaken job's fulfilment")
     wait_until(lambda: not outbox.depth(db), 60, "the outbox to drain")
     assert fulfilments(db, intent["id"]) == 1
-    assert len(stripe_api.calls("/v1/payment_intents/")) == 2
+    assert len(stand_in.calls("/v1/payment_intents/")) == 2
     assert downstream.effects["order.fulfilled:" + intent["id"]] == 1
 
 
@@ -171,18 +162,18 @@ def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(database_url, 
 
 
 def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
-    database_url, db, stripe_api
+    database_url, db, stand_in
 ):
     from webhooks.service.events import parse
 
     evt = samples.payment_events()[1]
     intent = evt["data"]["object"]
-    stripe_api.add("payment_intents", intent)
+    stand_in.add("payment_intents", intent)
     event = parse(samples.encode(evt).decode())
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
         assert thin.enqueue_resync(conn, event)
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
-        database_url, STRIPE_API_KEY="rk_test_standin", STRIPE_API_BASE=stripe_api.url))
+        database_url, **api_env(stand_in)))
     assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
     assert fulfilments(db, intent["id"]) == 1
