@@ -170,3 +170,20 @@ def test_backfill_racing_live_deliveries_processes_each_event_once(env, stand_in
     assert effects(db)["webhook_events"] == 90
     assert effects(db)["fulfilments"] == 30
     assert effects(db)["outbox"] == 30
+
+
+def test_connected_accounts_events_are_listed_with_stripe_account_and_keep_it(
+    env, stand_in, db, monkeypatch, capsys
+):
+    account = "acct_1RkT9sQm3HcW7bLd"
+    monkeypatch.setenv("STRIPE_CONNECT_ACCOUNTS", account)
+    platform, connected = payments(1), payments(1)
+    stand_in.add("events", *platform)
+    stand_in.add("events", *connected, account=account)
+    assert cli.main(["backfill", "--since", "72h"]) == 0
+    assert [c.headers.get("stripe-account") for c in stand_in.calls("/v1/events")] == [None, account]
+    rows = dict(db.execute("SELECT payment_id, account FROM fulfilments").fetchall())
+    assert rows == {
+        samples.payment_id(platform[0]): "",
+        samples.payment_id(connected[0]): account,
+    }
