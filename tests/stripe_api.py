@@ -173,6 +173,17 @@ def stand_in():
     api.close()
 
 
+@pytest.fixture
+def stand_in_env(monkeypatch, database_url, stand_in):
+    """The service's and the API's settings in os.environ, for commands run in-process."""
+    from tests import conftest
+
+    values = {**conftest.service_env(database_url), **api_env(stand_in, STRIPE_API_RETRIES=2)}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
 def api_env(stand_in: StripeApi, **extra) -> dict[str, str]:
     """The settings that point the real stripe client at the stand-in."""
     return {

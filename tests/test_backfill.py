@@ -4,11 +4,10 @@ import sys
 import threading
 import time
 
-import pytest
 
 from tests import conftest
 from tests.conftest import post_event
-from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
+from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
 from webhooks.ops import backfill, cli, samples
 from webhooks.service.config import Settings
 from webhooks.service.db import open_pool
@@ -24,14 +23,6 @@ def payments(count: int) -> list[dict]:
     return events
 
 
-@pytest.fixture
-def env(monkeypatch, database_url, stand_in):
-    values = {**conftest.service_env(database_url), **api_env(stand_in, STRIPE_API_RETRIES=2)}
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
-
-
 def effects(db) -> dict[str, int]:
     counts = conftest.table_counts(db)
     counts["outbox"] = db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
@@ -45,7 +36,7 @@ def summary_row(output: str, name: str) -> list[int]:
 
 
 def test_backfill_applies_only_the_missing_events_and_a_rerun_has_no_effect(
-    env, stand_in, client, db, capsys
+    stand_in_env, stand_in, client, db, capsys
 ):
     events = payments(90)  # 270 events: pages of 100, 100 and 70
     stand_in.add("events", *events)
@@ -68,7 +59,7 @@ def test_backfill_applies_only_the_missing_events_and_a_rerun_has_no_effect(
     assert effects(db) == after
 
 
-def test_backfill_applies_oldest_first_and_filters_by_type(env, stand_in, db, capsys):
+def test_backfill_applies_oldest_first_and_filters_by_type(stand_in_env, stand_in, db, capsys):
     events = payments(3)
     stand_in.add("events", *events)
     assert cli.main(["backfill", "--since", "3d", "--types", "payment_intent.succeeded"]) == 0
@@ -77,7 +68,7 @@ def test_backfill_applies_oldest_first_and_filters_by_type(env, stand_in, db, ca
     assert applied == [e["id"] for e in events if e["type"] == "payment_intent.succeeded"]
 
 
-def test_dry_run_lists_what_would_be_new_and_writes_nothing(env, stand_in, client, db, capsys):
+def test_dry_run_lists_what_would_be_new_and_writes_nothing(stand_in_env, stand_in, client, db, capsys):
     events = payments(2)
     stand_in.add("events", *events)
     post_event(client, events[0])
@@ -90,13 +81,13 @@ def test_dry_run_lists_what_would_be_new_and_writes_nothing(env, stand_in, clien
     assert effects(db) == before
 
 
-def test_a_window_beyond_stripes_30_days_is_refused(env, stand_in, capsys):
+def test_a_window_beyond_stripes_30_days_is_refused(stand_in_env, stand_in, capsys):
     assert cli.main(["backfill", "--since", "31d"]) == 2
     assert "Stripe keeps events for 30 days" in capsys.readouterr().err
     assert stand_in.requests == []
 
 
-def test_a_failing_page_is_retried_by_the_client(env, stand_in, db, capsys):
+def test_a_failing_page_is_retried_by_the_client(stand_in_env, stand_in, db, capsys):
     stand_in.add("events", *payments(40))  # 120 events, 2 pages
     stand_in.fail(lambda path, query: "starting_after" in query, times=2)
     assert cli.main(["backfill", "--since", "72h"]) == 0
@@ -104,7 +95,7 @@ def test_a_failing_page_is_retried_by_the_client(env, stand_in, db, capsys):
     assert effects(db)["webhook_events"] == 120
 
 
-def test_a_page_failing_past_the_retries_is_reported_and_nothing_applied(env, stand_in, db, capsys):
+def test_a_page_failing_past_the_retries_is_reported_and_nothing_applied(stand_in_env, stand_in, db, capsys):
     stand_in.add("events", *payments(40))
     stand_in.fail(lambda path, query: "starting_after" in query, times=3)
     assert cli.main(["backfill", "--since", "72h"]) == 2
@@ -115,7 +106,7 @@ def test_a_page_failing_past_the_retries_is_reported_and_nothing_applied(env, st
 
 
 def test_without_an_api_key_the_command_refuses_with_one_line(database_url):
-    env = {k: v for k, v in conftest.service_env(database_url).items()}
+    env = conftest.service_env(database_url)
     result = subprocess.run(
         [sys.executable, "-m", "webhooks", "backfill", "--since", "1h"],
         cwd=conftest.ROOT, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True,
@@ -124,10 +115,10 @@ def test_without_an_api_key_the_command_refuses_with_one_line(database_url):
     assert result.stderr == "backfill: STRIPE_API_KEY is not set: this command reads Stripe's API\n"
 
 
-def test_backfill_racing_live_deliveries_processes_each_event_once(env, stand_in, make_app, db):
+def test_backfill_racing_live_deliveries_processes_each_event_once(stand_in_env, stand_in, make_app, db):
     events = payments(30)
     stand_in.add("events", *events)
-    settings = Settings.from_env(env)
+    settings = Settings.from_env(stand_in_env)
     found = backfill.fetch_events(
         backfill.stripe_api.client(settings), settings, backfill.durations.instant("72h"), None, []
     )
@@ -173,7 +164,7 @@ def test_backfill_racing_live_deliveries_processes_each_event_once(env, stand_in
 
 
 def test_connected_accounts_events_are_listed_with_stripe_account_and_keep_it(
-    env, stand_in, db, monkeypatch, capsys
+    stand_in_env, stand_in, db, monkeypatch, capsys
 ):
     account = "acct_1RkT9sQm3HcW7bLd"
     monkeypatch.setenv("STRIPE_CONNECT_ACCOUNTS", account)

@@ -5,20 +5,11 @@ import time
 import psycopg
 import pytest
 
-from tests import conftest
 from tests.conftest import post_event
-from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
+from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
 from webhooks.ops import cli, reconcile_local, samples
 
 NOW = int(time.time())
-
-
-@pytest.fixture
-def env(monkeypatch, database_url, stand_in):
-    values = {**conftest.service_env(database_url), **api_env(stand_in, STRIPE_API_RETRIES=0)}
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
 
 
 def paid(stand_in, created: int = NOW - 3600) -> list[dict]:
@@ -56,7 +47,7 @@ def shop(stand_in, client, db):
     return {"missed": missed[1]["data"]["object"]["id"]}
 
 
-def test_one_missing_fulfilment_and_one_extra_refund_are_the_two_drift_rows(env, shop, capsys):
+def test_one_missing_fulfilment_and_one_extra_refund_are_the_two_drift_rows(stand_in_env, shop, capsys):
     assert cli.main(["reconcile", "--since", "7d", "--json"]) == 1
     drift = json.loads(capsys.readouterr().out)
     assert [(d["kind"], d["drift"], d["id"]) for d in drift] == [
@@ -65,7 +56,7 @@ def test_one_missing_fulfilment_and_one_extra_refund_are_the_two_drift_rows(env,
     ]
 
 
-def test_the_drift_table_is_printed_and_exit_is_1(env, shop, capsys):
+def test_the_drift_table_is_printed_and_exit_is_1(stand_in_env, shop, capsys):
     assert cli.main(["reconcile", "--since", "7d"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["kind", "drift", "id", "account", "detail"]
@@ -75,7 +66,7 @@ def test_the_drift_table_is_printed_and_exit_is_1(env, shop, capsys):
     ]
 
 
-def test_no_drift_exits_0(env, stand_in, client, capsys):
+def test_no_drift_exits_0(stand_in_env, stand_in, client, capsys):
     for evt in paid(stand_in):
         post_event(client, evt)
     capsys.readouterr()  # the deliveries' log lines
@@ -83,7 +74,7 @@ def test_no_drift_exits_0(env, stand_in, client, capsys):
     assert capsys.readouterr().out.startswith("no drift since")
 
 
-def test_a_fulfilled_payment_stripe_says_failed_is_a_state_difference(env, stand_in, client, capsys):
+def test_a_fulfilled_payment_stripe_says_failed_is_a_state_difference(stand_in_env, stand_in, client, capsys):
     events = samples.payment_events(created=NOW - 20 * 86400)
     post_event(client, events[1])
     stand_in.add("payment_intents", dict(events[1]["data"]["object"], status="requires_payment_method"))

@@ -23,7 +23,7 @@ from .. import fulfilment
 from ..service import ingest
 from ..service.config import Settings
 from ..service.db import connect, open_pool
-from ..service.events import Event, InvalidEvent, parse, require_mode
+from ..service.events import InvalidEvent, parse, require_mode
 from ..service.http import PROVIDER
 
 RETENTION = timedelta(days=30)

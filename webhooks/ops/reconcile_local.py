@@ -6,38 +6,31 @@ session refuses writes, so reconcile can never change what it checks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 
 
-@dataclass(frozen=True)
-class Local:
-    # ids (of those given) that have a row
-    present: str
-    # (id, account) of rows recorded since a time
-    recent: str
-
-
+# kind -> (table, its Stripe object id column, when the row was recorded)
 TABLES = {
-    "fulfilment": Local(
-        present="SELECT payment_id FROM fulfilments WHERE payment_id = ANY(%s)",
-        recent="SELECT payment_id, account FROM fulfilments WHERE fulfilled_at >= %s",
-    ),
-    "refund": Local(
-        present="SELECT refund_id FROM refunds WHERE refund_id = ANY(%s)",
-        recent="SELECT refund_id, account FROM refunds WHERE created_at >= %s",
-    ),
-    "dispute": Local(
-        present="SELECT dispute_id FROM disputes WHERE dispute_id = ANY(%s)",
-        recent="SELECT dispute_id, account FROM disputes WHERE created_at >= %s",
-    ),
-    "invoice": Local(
-        present="SELECT invoice_id FROM invoice_fulfilments WHERE invoice_id = ANY(%s)",
-        recent="SELECT invoice_id, account FROM invoice_fulfilments WHERE fulfilled_at >= %s",
-    ),
+    "fulfilment": ("fulfilments", "payment_id", "fulfilled_at"),
+    "refund": ("refunds", "refund_id", "created_at"),
+    "dispute": ("disputes", "dispute_id", "created_at"),
+    "invoice": ("invoice_fulfilments", "invoice_id", "fulfilled_at"),
 }
+# ids (of those given) that have a row
+_PRESENT = "SELECT {id} FROM {table} WHERE {id} = ANY(%s)"
+# (id, account) of the rows recorded since a time
+_RECENT = "SELECT {id}, account FROM {table} WHERE {at} >= %s"
+
+
+def _query(template: str, kind: str) -> sql.Composed:
+    table, id_column, at = TABLES[kind]
+    return sql.SQL(template).format(
+        table=sql.Identifier(table), id=sql.Identifier(id_column), at=sql.Identifier(at)
+    )
+
 
 # A refund is also on record as its payment's cumulative amount_refunded:
 # `charge.refunded` names the refunds only when the list is expanded.
@@ -49,11 +42,11 @@ def read_only(conn: psycopg.Connection) -> None:
 
 
 def present(conn: psycopg.Connection, kind: str, ids: list[str]) -> set[str]:
-    return {row[0] for row in conn.execute(TABLES[kind].present, [ids])}
+    return {row[0] for row in conn.execute(_query(_PRESENT, kind), [ids])}
 
 
 def recent(conn: psycopg.Connection, kind: str, since: datetime) -> list[tuple[str, str]]:
-    return conn.execute(TABLES[kind].recent, [since]).fetchall()
+    return conn.execute(_query(_RECENT, kind), [since]).fetchall()
 
 
 def refunded(conn: psycopg.Connection, payment_ids: list[str]) -> dict[str, int]:
