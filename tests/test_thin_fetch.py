@@ -47,7 +47,8 @@ def workers(database_url, stand_in, downstream):
         worker.stop()
 
 
-def thin_event(intent: dict, thin_type: str = "v1.payment_intent.succeeded", **extra) -> dict:
+def thin_event(obj: dict, thin_type: str = "v1.payment_intent.succeeded",
+               path: str = "/v1/payment_intents/", **extra) -> dict:
     return {
         "id": samples.stripe_id("evt_test"),
         "object": "v2.core.event",
@@ -55,7 +56,7 @@ def thin_event(intent: dict, thin_type: str = "v1.payment_intent.succeeded", **e
         "livemode": False,
         "created": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
         "related_object": {
-            "id": intent["id"], "type": intent["object"], "url": f"/v1/payment_intents/{intent['id']}",
+            "id": obj["id"], "type": obj["object"], "url": path + obj["id"],
         },
         **extra,
     }
@@ -102,6 +103,18 @@ def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
     assert fulfilments(db, intent["id"]) == 1
     call = stand_in.calls("/v1/payment_intents/")[0]
     assert call.headers["stripe-version"] == settings.stripe_api_version
+
+
+def test_a_thin_checkout_session_completed_is_fulfilled_from_the_fetched_session(
+    client, db, database_url, stand_in
+):
+    session = samples.payment_events()[0]["data"]["object"]
+    stand_in.add("checkout/sessions", session)
+    post_event(client, thin_event(session, "v1.checkout.session.completed", "/v1/checkout/sessions/"))
+    [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
+    settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
+    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert fulfilments(db, session["payment_intent"]) == 1
 
 
 def test_a_connect_thin_event_is_fetched_with_its_context(client, db, database_url, stand_in):
