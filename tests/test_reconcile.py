@@ -91,3 +91,11 @@ def test_reconcile_reads_with_a_session_that_refuses_writes(database_url):
         reconcile_local.read_only(conn)
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("DELETE FROM fulfilments")
+
+
+def test_without_an_api_key_reconcile_refuses_with_one_line(stand_in_env, monkeypatch, capsys):
+    monkeypatch.delenv("STRIPE_API_KEY")
+    assert cli.main(["reconcile", "--since", "7d"]) == 2
+    assert capsys.readouterr().err == (
+        "reconcile: STRIPE_API_KEY is not set: this command reads Stripe's API\n"
+    )
