@@ -93,6 +93,20 @@ class Settings:
     # after a paid period ends its renewal may take to be paid.
     subscription_grace: timedelta = timedelta(days=3)
     subscription_renewal_margin: timedelta = timedelta(hours=2)
+    # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
+    # restricted read key, the API version every fetched object is rendered in
+    # (the handlers' shapes), and the base address (tests and staging point
+    # it elsewhere).
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_version: str = "2026-06-24.dahlia"
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_api_timeout_s: float = 30.0
+    # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
+    # or connection error, before a call counts as failed.
+    stripe_api_retries: int = 2
+    # Connect: the connected accounts whose events and objects are read with
+    # Stripe-Account, besides the platform's own.
+    stripe_connect_accounts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
@@ -137,4 +151,10 @@ _FROM_ENV = {
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
     "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
     "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
+    "stripe_api_key": ("STRIPE_API_KEY", str),
+    "stripe_api_version": ("STRIPE_API_VERSION", str),
+    "stripe_api_base": ("STRIPE_API_BASE", str),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", float),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", int),
+    "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
 }

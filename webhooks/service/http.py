@@ -12,7 +12,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from . import ingest, metrics, migrate, registry, signature
 from .config import Settings
 from .db import open_pool
-from .events import InvalidEvent, UnsupportedApiVersion, mode_outcome, parse, require_api_version
+from .events import InvalidEvent, parse
 from .logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
@@ -129,18 +129,12 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
             settings.signature_tolerance_s,
         )
         event = parse(text)
-        skip = mode_outcome(event, settings.stripe_mode)
     except signature.InvalidSignature as exc:
         return _error(400, "invalid_signature", str(exc)), None
     except InvalidEvent as exc:
         answer = ingest.invalid_event(exc)
         return _json_response(answer.status, answer.body), None
-    try:
-        if skip is None and registry.handled(event.type):
-            require_api_version(event, settings.stripe_api_versions)
-        answer = ingest.deliver(pool.get(), PROVIDER, event, skip)
-    except UnsupportedApiVersion as exc:
-        answer = ingest.refuse(pool.get(), PROVIDER, event, exc)
+    answer = ingest.accept(pool.get(), PROVIDER, event, settings)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         headers["Idempotent-Replayed"] = "true"
