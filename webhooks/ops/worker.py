@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import logging
 import signal
 from datetime import timedelta
 
@@ -25,7 +25,6 @@ from pgqueuer.models import Job
 from ..service import outbox
 from ..service.config import Settings
 from ..service.db import database_url
-from ..service.logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +95,8 @@ async def run(settings: Settings, url: str) -> None:
 
 def _worker(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    # pgqueuer's own INFO lines repeat our outbox_retry; its errors still show.
+    logging.getLogger("pgqueuer").setLevel(logging.WARNING)
     if not settings.outbox_url:
         log.error("outbox_worker_not_configured", missing="WEBHOOK_OUTBOX_URL")
         return 2
