@@ -22,7 +22,9 @@ from pgqueuer import PgQueuer
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
-from ..service import outbox
+from .errors import CommandError
+
+from ..service import migrate, outbox
 from ..service.config import Settings
 from ..service.db import database_url
 
@@ -100,7 +102,11 @@ def _worker(args: argparse.Namespace) -> int:
     if not settings.outbox_url:
         log.error("outbox_worker_not_configured", missing="WEBHOOK_OUTBOX_URL")
         return 2
-    asyncio.run(run(settings, database_url(settings)))
+    url = database_url(settings)
+    with psycopg.connect(url) as conn:
+        if not migrate.is_current(conn):
+            raise CommandError("the database is not migrated: run `python -m webhooks migrate` first")
+    asyncio.run(run(settings, url))
     return 0
 
 
