@@ -85,11 +85,11 @@ def test_the_embedded_database_is_the_same_from_any_working_directory(data_dir, 
     assert not embedded.running(embedded.pgdata(data_dir))
 
 
-def test_serve_says_each_step_and_stops_the_embedded_database_it_started(data_dir, tmp_path):
+def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(data_dir, tmp_path):
     port = conftest._free_port()
     log = open(tmp_path / "serve.log", "w")
     serve = subprocess.Popen(
-        [sys.executable, "-m", "webhooks", "serve", "--port", str(port)],
+        [str(ROOT / "bin" / "serve"), "--port", str(port)],
         cwd=ROOT, stdout=log, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "DATABASE_URL": "", "WEBHOOK_DATA_DIR": data_dir, "HOST": "127.0.0.1",
              "WEB_CONCURRENCY": "1", "STRIPE_WEBHOOK_SECRET": conftest.SECRET},
@@ -106,6 +106,7 @@ def test_serve_says_each_step_and_stops_the_embedded_database_it_started(data_di
     said = [line["event"] for line in json_lines((tmp_path / "serve.log").read_text()) if "pid" not in line]
     assert said[:4] == ["embedded_database_starting", "embedded_database_ready", "migrations_applied", "serving"]
     assert said[-1] == "embedded_database_stopped"
+    assert stderr.startswith("bin/serve: installing the runtime requirements (requirements.txt)\n")
     assert "RuntimeDirWarning" not in stderr and "Traceback" not in stderr
 
 
