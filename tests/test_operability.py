@@ -44,7 +44,9 @@ def without_database_url() -> dict:
     return {"DATABASE_URL": ""}
 
 
-@pytest.mark.parametrize("argv", [("migrate",), ("events", "list"), ("prune", "--older-than", "30d"), ("serve", "--port", "0")])
+@pytest.mark.parametrize(
+    "argv", [("migrate",), ("events", "list"), ("prune", "--older-than", "30d"), ("serve", "--port", "0")]
+)
 def test_a_database_url_naming_a_missing_database_is_one_line_and_exit_1(server_url, argv):
     missing = psycopg.conninfo.make_conninfo(server_url, dbname=f"no_such_{uuid.uuid4().hex[:8]}")
     ran = command(*argv, DATABASE_URL=missing)

@@ -38,10 +38,16 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    db = commands.add_parser("db", help="print the database URL, open psql on it, stop the embedded one")
+    db = commands.add_parser(
+        "db", help="print the database URL, open psql on it, stop the embedded one"
+    )
     actions = db.add_subparsers(dest="action", required=True)
-    actions.add_parser("url", help="print the URL (starts the embedded server if needed)").set_defaults(func=_url)
+    actions.add_parser(
+        "url", help="print the URL (starts the embedded server if needed)"
+    ).set_defaults(func=_url)
     psql = actions.add_parser("psql", help="open psql on it; extra arguments go to psql")
     # Unknown options (-c "SELECT ...") are psql's: main passes them through.
     psql.set_defaults(func=_psql, extra_args=[])
-    actions.add_parser("stop", help="stop the embedded server (bin/serve stops the one it started)").set_defaults(func=_stop)
+    actions.add_parser(
+        "stop", help="stop the embedded server (bin/serve stops the one it started)"
+    ).set_defaults(func=_stop)

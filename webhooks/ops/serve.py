@@ -79,7 +79,8 @@ def _serve(args: argparse.Namespace) -> int:
         applied = migrate.migrate(url)
         log.info("migrations_applied", applied=applied, latest=migrate.latest_version())
         shown = "localhost" if host in ("0.0.0.0", "::") else host
-        log.info("serving", url=f"http://{shown}:{port}", webhook=f"http://{shown}:{port}/webhooks/stripe")
+        base = f"http://{shown}:{port}"
+        log.info("serving", url=base, webhook=f"{base}/webhooks/stripe")
         # Workers inherit the resolved URL, so they never start a second embedded server.
         return _gunicorn({**os.environ, "DATABASE_URL": url, "HOST": host, "PORT": str(port)})
     finally:
