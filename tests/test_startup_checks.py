@@ -86,6 +86,14 @@ def test_once_migrated_the_same_server_takes_deliveries(unmigrated_url, started)
     assert answer.status_code == 200 and answer.json()["outcome"] == "fulfilled"
 
 
+def test_a_missing_database_is_named_in_the_start_log(server_url, started):
+    missing = psycopg.conninfo.make_conninfo(server_url, dbname=f"no_such_{uuid.uuid4().hex[:8]}")
+    server = started(conftest.service_env(missing))
+    [logged] = events_named(server, "database_unavailable")
+    assert logged["level"] == "error" and "does not exist" in logged["error"]
+    assert requests.get(server.url + "/readyz", timeout=10).status_code == 503
+
+
 def test_without_a_secret_the_start_log_says_why_and_readyz_is_503(database_url, started, db):
     env = {**conftest.service_env(database_url), "STRIPE_WEBHOOK_SECRET": ""}
     server = started(env)

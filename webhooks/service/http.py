@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         return _json_response(200, '{"status":"ready"}')
 
     metrics.install(app, pool)
-    startup.announce(settings, schema)
+    startup.announce(settings)
     log.info("app_ready", pid=os.getpid())
     return app
 

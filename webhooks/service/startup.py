@@ -7,10 +7,12 @@ or a handler.
 """
 from __future__ import annotations
 
+import psycopg
 import structlog
 
 from . import migrate
 from .config import Settings
+from .db import database_url
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +44,7 @@ class SchemaGate:
         return not self._current
 
 
-def announce(settings: Settings, gate: SchemaGate) -> None:
+def announce(settings: Settings) -> None:
     """Log, at start, each reason the service cannot take deliveries."""
     if not settings.webhook_secrets:
         log.error(
@@ -50,7 +52,19 @@ def announce(settings: Settings, gate: SchemaGate) -> None:
             fix="set STRIPE_WEBHOOK_SECRET to the endpoint's whsec_... signing secret",
             effect="/readyz and every delivery answer 503 until then",
         )
-    if gate.behind():
+    try:
+        # Its own connection, not the pool's: a pool only says it timed out,
+        # and the cause (a missing database, a refused login) is the news.
+        with psycopg.connect(database_url(settings), connect_timeout=2) as conn:
+            current = migrate.is_current(conn)
+    except psycopg.Error as exc:
+        log.error(
+            "database_unavailable",
+            error=" ".join(str(exc).split())[:300],
+            effect="/readyz and every delivery answer 503 until it answers",
+        )
+        return
+    if not current:
         log.error(
             SCHEMA_NOT_CURRENT,
             latest=migrate.latest_version(),
