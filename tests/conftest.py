@@ -22,7 +22,7 @@ from webhooks.service import migrate, signature
 from webhooks.ops import samples
 from webhooks.app import create_app
 from webhooks.service.config import Settings
-from webhooks.service.db import embedded_database_url
+from webhooks.service import embedded
 
 from tests import reliability
 
@@ -48,7 +48,7 @@ def server_url() -> str:
         return url
     if _reachable(LOCAL_SERVER):
         return LOCAL_SERVER
-    return embedded_database_url(ROOT / ".data" / "pg-test")
+    return embedded.url(ROOT / ".data" / "pg-test")
 
 
 @contextlib.contextmanager

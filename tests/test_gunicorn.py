@@ -87,6 +87,7 @@ def test_logs_have_one_line_per_delivery_and_no_secrets(server, db):
         assert secret not in output
     deliveries = [json.loads(line) for line in output.splitlines() if '"event": "delivery"' in line]
     assert [(d["status"], d["outcome"]) for d in deliveries] == [
-        (200, "fulfilled"), (200, "replayed"), (400, None), (500, "failed")
+        (200, "fulfilled"), (200, "replayed"), (400, "rejected"), (500, "failed")
     ]
+    assert deliveries[2]["error"] == "invalid_signature"
     assert all(d["duration_ms"] >= 0 and "event_type" in d for d in deliveries)

@@ -52,7 +52,7 @@ WHERE provider = %s AND event_id = %s
 """
 
 _FAILED_ATTEMPTS = """
-SELECT failed_at, event_type, error_class, error_message, payload
+SELECT failed_at, event_type, error_class, error_message, payload, handler
 FROM webhook_failures
 WHERE provider = %s AND event_id = %s
 ORDER BY failed_at, id
@@ -76,6 +76,8 @@ class Failure:
     failed_at: datetime
     error_class: str
     error_message: str | None
+    # The handler the attempt ran (module.function), None when none was registered.
+    handler: str | None
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
     attempts = cursor.execute(_FAILED_ATTEMPTS, [provider, event_id]).fetchall()
     if ledger is None and not attempts:
         return None
-    failures = [Failure(a.failed_at, a.error_class, a.error_message) for a in attempts]
+    failures = [Failure(a.failed_at, a.error_class, a.error_message, a.handler) for a in attempts]
     if ledger is None:
         latest = attempts[-1]
         return EventDetail(

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-
+import sys
 
 from . import durations, history
 
-
 from .. import fulfilment
 
-
-from ..service import ingest
+from ..service import ingest, registry
 from ..service.http import PROVIDER
 from ..service.config import Settings
 from ..service.db import connect, open_pool
@@ -58,8 +56,31 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def refusal(detail: history.EventDetail, allow_ignored: bool) -> str | None:
+    """Why this process must not re-run the event, or None.
+
+    A completed event only replays its stored answer, so any handler set will
+    do. Otherwise the event is closed for good by whatever this process runs:
+    with no handler it would be `ignored` forever, and with another handler
+    than the one that failed (a shop's replacement of a built-in one) its
+    effect would never happen.
+    """
+    if detail.status == "completed":
+        return None
+    mine = registry.handler_name(detail.event_type)
+    theirs = next((f.handler for f in reversed(detail.failures) if f.handler), None)
+    hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
+    if mine is None and not allow_ignored:
+        ran = f" (its last attempt ran {theirs})" if theirs else ""
+        return (f"no handler for {detail.event_type} in this process{ran}: it would be closed"
+                f" as ignored for good; {hint}, or pass --allow-ignored")
+    if mine is not None and theirs is not None and mine != theirs:
+        return f"its last attempt ran {theirs}, this process would run {mine}; {hint}"
+    return None
+
+
 def _reprocess(args: argparse.Namespace) -> int:
-    """Run the stored body through ingest.deliver, the same claim as a delivery.
+    """Run the stored body through ingest.accept, the same path as a delivery.
 
     No signature check: the body was verified when it was first received, and
     only someone with the database can run this.
@@ -71,6 +92,10 @@ def _reprocess(args: argparse.Namespace) -> int:
     if detail is None or detail.payload is None:
         print(f"no stored payload for {args.event_id}")
         return 1
+    reason = refusal(detail, args.allow_ignored)
+    if reason:
+        print(f"refused to reprocess {args.event_id}: {reason}", file=sys.stderr)
+        return 2
     try:
         event = parse(detail.payload)
     except InvalidEvent as exc:
@@ -78,7 +103,7 @@ def _reprocess(args: argparse.Namespace) -> int:
         return 1
     pool = open_pool(settings, min_size=1, max_size=1)
     try:
-        answer = ingest.deliver(pool, args.provider, event)
+        answer = ingest.accept(pool, args.provider, event, settings)
     finally:
         pool.close()
     replayed = " (already completed: stored answer)" if answer.replayed else ""
@@ -107,3 +132,7 @@ def register(commands) -> None:
         action.add_argument("event_id", metavar="EVT_ID")
         action.add_argument("--provider", default=PROVIDER)
         action.set_defaults(func=func)
+    actions.choices["reprocess"].add_argument(
+        "--allow-ignored", action="store_true",
+        help="close the event as ignored even though no handler here takes its type",
+    )

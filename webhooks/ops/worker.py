@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import logging
 import signal
 from datetime import timedelta
 
@@ -23,10 +23,11 @@ from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
 from . import fetch
-from ..service import outbox
+from .errors import CommandError
+
+from ..service import migrate, outbox
 from ..service.config import Settings
 from ..service.db import database_url
-from ..service.logs import configure as configure_logging
 from ..stripe import thin
 
 log = structlog.get_logger(__name__)
@@ -108,11 +109,16 @@ async def run(settings: Settings, url: str) -> None:
 
 def _worker(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    # pgqueuer's own INFO lines repeat our outbox_retry; its errors still show.
+    logging.getLogger("pgqueuer").setLevel(logging.WARNING)
     if not settings.outbox_url:
         log.error("outbox_worker_not_configured", missing="WEBHOOK_OUTBOX_URL")
         return 2
-    asyncio.run(run(settings, database_url(settings)))
+    url = database_url(settings)
+    with psycopg.connect(url) as conn:
+        if not migrate.is_current(conn):
+            raise CommandError("the database is not migrated: run `python -m webhooks migrate` first")
+    asyncio.run(run(settings, url))
     return 0
 
 

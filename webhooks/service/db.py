@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from . import embedded
 from .config import Settings
 
 
@@ -15,16 +15,7 @@ def database_url(settings: Settings) -> str:
     """The configured URL, or an embedded server's so a first run needs no set-up."""
     if settings.database_url:
         return settings.database_url
-    return embedded_database_url(Path(settings.data_dir) / "pg")
-
-
-def embedded_database_url(pgdata: Path) -> str:
-    import pgserver  # only needed when DATABASE_URL is unset
-
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    # cleanup_mode=None: the server outlives this process, so gunicorn
-    # workers and later commands reach the same data.
-    return pgserver.get_server(pgdata, cleanup_mode=None).get_uri()
+    return embedded.url(embedded.pgdata(settings.data_dir))
 
 
 def connect(settings: Settings) -> psycopg.Connection:

@@ -9,10 +9,10 @@ import structlog
 from flask import Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import ingest, metrics, migrate, registry, signature
+from . import ingest, metrics, migrate, registry, signature, startup
 from .config import Settings
 from .db import open_pool
-from .events import InvalidEvent, parse
+from .events import InvalidEvent, mode_outcome, parse
 from .logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
@@ -81,19 +81,21 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     pool = _LazyPool(settings)
     app.extensions["webhooks.pool"] = pool
+    schema = startup.SchemaGate(pool)
 
     @app.post("/webhooks/stripe")
     def stripe_webhook() -> Response:
         started = time.perf_counter()
-        response, event = _handle_stripe(settings, pool)
+        response, event, refusal = _handle_stripe(settings, pool, schema)
         log.info(
             "delivery",
             event_id=event.id if event else None,
             event_type=event.type if event else None,
-            outcome=response.headers.get("X-Outcome"),
+            outcome=response.headers.get("X-Outcome", "rejected" if refusal else None),
             status=response.status_code,
             replayed=response.headers.get("Idempotent-Replayed") == "true",
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            **refusal,
         )
         return response
 
@@ -103,24 +105,35 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
+        if not settings.webhook_secrets:
+            return _error(503, startup.SECRET_MISSING)
         try:
             with pool.get().connection(timeout=2.0) as conn:
                 current = migrate.is_current(conn)
         except Exception as exc:
             return _error(503, "database_unavailable", type(exc).__name__)
         if not current:
-            return _error(503, "schema_not_current")
+            return _error(503, startup.SCHEMA_NOT_CURRENT)
         return _json_response(200, '{"status":"ready"}')
 
     metrics.install(app, pool)
+    startup.announce(settings)
     log.info("app_ready", pid=os.getpid())
     return app
 
 
-def _handle_stripe(settings: Settings, pool: _LazyPool):
+def _refuse(status: int, error: str, detail: str | None = None, event=None):
+    """A delivery turned away before the ledger, with its reason for the delivery log."""
+    return _error(status, error, detail), event, {"error": error, "detail": detail}
+
+
+def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate):
+    if not settings.webhook_secrets:
+        return _refuse(503, startup.SECRET_MISSING)
     body = _read_body(settings.max_body_bytes)
     if body is None:
-        return _error(413, "body_too_large"), None
+        return _refuse(413, "body_too_large")
+    event = None
     try:
         text = signature.verify(
             body,
@@ -129,13 +142,17 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
             settings.signature_tolerance_s,
         )
         event = parse(text)
+        # ingest.accept checks the mode too (for backfill and reprocess); a
+        # refusal here is logged with its reason before any database work.
+        mode_outcome(event, settings.stripe_mode)
     except signature.InvalidSignature as exc:
-        return _error(400, "invalid_signature", str(exc)), None
+        return _refuse(400, "invalid_signature", str(exc))
     except InvalidEvent as exc:
-        answer = ingest.invalid_event(exc)
-        return _json_response(answer.status, answer.body), None
+        return _refuse(400, exc.error, str(exc), event)
+    if schema.behind():
+        return _refuse(503, startup.SCHEMA_NOT_CURRENT, event=event)
     answer = ingest.accept(pool.get(), PROVIDER, event, settings)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json_response(answer.status, answer.body, **headers), event
+    return _json_response(answer.status, answer.body, **headers), event, {}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from . import registry
 from .events import Event
 
 _CLAIM = """
@@ -34,8 +35,8 @@ WHERE id = %s
 
 _RECORD_FAILURE = """
 INSERT INTO webhook_failures
-    (provider, event_id, event_type, error_class, error_message, payload)
-VALUES (%s, %s, %s, %s, %s, %s)
+    (provider, event_id, event_type, error_class, error_message, payload, handler)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
 
 
@@ -99,7 +100,10 @@ def record_failure(
     """
     conn.execute(
         _RECORD_FAILURE,
-        [provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw],
+        [
+            provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw,
+            registry.handler_name(event.type),
+        ],
     )
 
 

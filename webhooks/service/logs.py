@@ -1,24 +1,60 @@
-"""structlog set-up: one JSON object per line on stdout."""
+"""structlog set-up: one JSON object per line on stdout, ours and the libraries' alike."""
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
 
 import structlog
 
+# The innermost frames say where it broke; the outer ones are the framework's.
+_FRAMES = 8
+_MESSAGE_CHARS = 300
+
+
+def short_traceback(exc_info) -> dict:
+    """The exception's type, message and last frames as `file:line function`.
+
+    Never locals and never source lines: the rich and better-exceptions
+    renderers print locals, and a local can be a signing secret, a
+    Stripe-Signature header or a payload with a customer's email.
+    """
+    exc_type, exc, tb = exc_info
+    frames = traceback.extract_tb(tb)[-_FRAMES:]
+    return {
+        "type": exc_type.__name__,
+        "message": str(exc)[:_MESSAGE_CHARS],
+        "frames": [f"{frame.filename}:{frame.lineno} {frame.name}" for frame in frames],
+    }
+
+
+_SHARED = [
+    structlog.contextvars.merge_contextvars,
+    structlog.processors.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+_RENDER = [
+    structlog.processors.ExceptionRenderer(short_traceback),
+    structlog.processors.JSONRenderer(),
+]
+
 
 def configure(level: str = "INFO") -> None:
-    logging.basicConfig(format="%(message)s", stream=sys.stdout, level=level)
+    """structlog for our loggers, and the stdlib root (pgqueuer, psycopg_pool, ...) through it."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *_SHARED],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *_RENDER],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
+    # pgserver narrates every pg_ctl call at INFO, several lines each.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            # Plain tracebacks: the rich renderer prints locals, and a local
-            # can be a signing secret or a Stripe-Signature header.
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
+        processors=[*_SHARED, *_RENDER],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,

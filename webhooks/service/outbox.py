@@ -87,6 +87,7 @@ class Job:
     status: str
     kind: str
     idempotency_key: str
+    # Tries made so far, as the worker counts them in its log.
     attempts: int
     created: datetime
     execute_after: datetime
@@ -94,7 +95,9 @@ class Job:
 
 
 _RECENT = """
-SELECT j.id, j.status::text, j.headers->>%(kind)s, j.headers->>%(key)s, j.attempts,
+SELECT j.id, j.status::text, j.headers->>%(kind)s, j.headers->>%(key)s,
+       -- pgqueuer counts the retries it scheduled: a dead job's last try is not among them.
+       j.attempts + (j.status = 'failed')::int,
        j.created, j.execute_after,
        (SELECT l.traceback->>'exception_message'
         FROM pgqueuer_log l

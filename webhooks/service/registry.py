@@ -62,6 +62,12 @@ def handled(event_type: str) -> bool:
     return event_type in _HANDLERS
 
 
+def handler_name(event_type: str) -> str | None:
+    """`module.function` of the handler this process runs for the type, None if none."""
+    handler = _HANDLERS.get(event_type)
+    return None if handler is None else f"{handler.__module__}.{handler.__qualname__}"
+
+
 def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     if handler is not None:

@@ -1,0 +1,100 @@
+"""A fresh clone's first hour: the requirements split, bin/test without a browser, the docs."""
+import ast
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from tests.conftest import ROOT
+
+BROWSER_TEST = "tests/test_admin.py::test_headless_chromium_renders_the_page_within_1280_px"
+
+
+def normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_names(path: Path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-r"):
+            requirement = Requirement(line)
+            assert str(requirement.specifier).startswith("=="), f"{line} is not pinned"
+            names.add(normalised(requirement.name))
+    return names
+
+
+def imported_top_level(paths) -> set[str]:
+    modules = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules.add(node.module.split(".")[0])
+    return modules - set(sys.stdlib_module_names) - {"webhooks", "__future__"}
+
+
+def test_the_runtime_requirements_cover_every_import_of_the_service_and_its_commands():
+    runtime = requirement_names(ROOT / "requirements.txt")
+    code = [*(ROOT / "webhooks").rglob("*.py"), ROOT / "wsgi.py", ROOT / "gunicorn.conf.py"]
+    distributions = importlib.metadata.packages_distributions()
+    missing = {
+        module: distributions.get(module)
+        for module in imported_top_level(code)
+        if not {normalised(d) for d in distributions.get(module, [])} & runtime
+    }
+    assert not missing, f"imported at run time but not in requirements.txt: {missing}"
+
+
+def test_the_development_requirements_add_pinned_tools_to_the_runtime_ones():
+    dev = ROOT / "requirements-dev.txt"
+    assert "-r requirements.txt" in dev.read_text().splitlines()
+    tools = requirement_names(dev)
+    assert {"pytest", "hypothesis", "locust"} <= tools
+    assert not tools & requirement_names(ROOT / "requirements.txt")
+
+
+def _path_without_chromium(tmp_path: Path) -> str:
+    """A PATH with what bin/test needs and no browser (Debian puts both in /usr/bin)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname"):
+        (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
+    (bin_dir / "python3").symlink_to(sys.executable)
+    return str(bin_dir)
+
+
+def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tmp_path):
+    env = {**os.environ, "PATH": _path_without_chromium(tmp_path)}
+    env.pop("WEBHOOKS_REQUIRE_BROWSER", None)
+    ran = subprocess.run(
+        [str(ROOT / "bin" / "test"), "-p", "no:cacheprovider", BROWSER_TEST],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "bin/test: chromium not found, so the /admin browser test is skipped" in ran.stderr
+    assert re.search(r"SKIPPED \[1\] tests/test_admin.py:\d+: chromium not found", ran.stdout)
+
+
+def test_ci_requires_the_browser_so_its_absence_fails_there(tmp_path):
+    env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_REQUIRE_BROWSER": "1"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", BROWSER_TEST],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert ran.returncode == 1 and "Failed: chromium not found" in ran.stdout
+    assert "WEBHOOKS_REQUIRE_BROWSER=1" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_links_only_to_files_in_the_repository():
+    readme = (ROOT / "README.md").read_text()
+    assert "DESIGN.md" not in readme
+    links = re.findall(r"\]\((?!https?://|#)([^)#]+)", readme)
+    assert "docs/contract.md" in links
+    assert [link for link in links if not (ROOT / link).exists()] == []

@@ -1,0 +1,58 @@
+"""The embedded PostgreSQL that runs when DATABASE_URL is unset (pgserver's bundled binaries).
+
+Its data folder is `<WEBHOOK_DATA_DIR>/pg`. A relative WEBHOOK_DATA_DIR
+(default `.data`) is taken from the project root, not the working
+directory, so every command finds the same server wherever it is run; a
+second, empty server in another folder would silently hide the data.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pgdata(data_dir: str) -> Path:
+    return (ROOT / data_dir / "pg").resolve()
+
+
+def _pgserver():
+    # pgserver keeps its lock in the runtime dir; without XDG_RUNTIME_DIR
+    # platformdirs warns on every import and falls back to /tmp, which is fine.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+        import pgserver
+    return pgserver
+
+
+def running(folder: Path) -> bool:
+    _pgserver()
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(folder) if folder.exists() else None
+    return info is not None and info.is_running()
+
+
+def url(folder: Path) -> str:
+    """The server's URL, started (and initialised on first use) if it is not running."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process, so gunicorn
+    # workers and later commands reach the same data; `stop` ends it.
+    return _pgserver().get_server(folder, cleanup_mode=None).get_uri()
+
+
+def stop(folder: Path) -> bool:
+    """Stop the server on `folder`; False when none was running."""
+    if not running(folder):
+        return False
+    # As root, pgserver runs PostgreSQL as its own `pgserver` user; pg_ctl must be that user too.
+    user = "pgserver" if os.geteuid() == 0 else None
+    _pgserver().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=folder, user=user)
+    return True
+
+
+def psql() -> str:
+    """The bundled psql, for machines without a PostgreSQL client of their own."""
+    return str(Path(_pgserver().__file__).parent / "pginstall" / "bin" / "psql")

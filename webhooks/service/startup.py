@@ -1,0 +1,73 @@
+"""What would make every delivery fail, found at start and said loudly.
+
+A server with no signing secret or on an unmigrated database looks healthy
+from the outside; each worker logs why it is not, /readyz answers 503, and
+deliveries get a retryable 503 instead of an answer that blames the sender
+or a handler.
+"""
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from . import migrate
+from .config import Settings
+from .db import database_url
+
+log = structlog.get_logger(__name__)
+
+SECRET_MISSING = "webhook_secret_missing"
+SCHEMA_NOT_CURRENT = "schema_not_current"
+_CHECK_TIMEOUT_S = 1.0
+
+
+class SchemaGate:
+    """Whether this process knows the schema to be behind the code's migrations.
+
+    Once current it stays current (migrations only add), so a migrated
+    server pays one query per process, not one per delivery.
+    """
+
+    def __init__(self, pool):
+        self._pool = pool
+        self._current = False
+
+    def behind(self) -> bool:
+        if self._current:
+            return False
+        try:
+            with self._pool.get().connection(timeout=_CHECK_TIMEOUT_S) as conn:
+                self._current = migrate.is_current(conn)
+        except Exception:
+            # Unknown: the delivery itself meets the outage and answers for it.
+            return False
+        return not self._current
+
+
+def announce(settings: Settings) -> None:
+    """Log, at start, each reason the service cannot take deliveries."""
+    if not settings.webhook_secrets:
+        log.error(
+            SECRET_MISSING,
+            fix="set STRIPE_WEBHOOK_SECRET to the endpoint's whsec_... signing secret",
+            effect="/readyz and every delivery answer 503 until then",
+        )
+    try:
+        # Its own connection, not the pool's: a pool only says it timed out,
+        # and the cause (a missing database, a refused login) is the news.
+        with psycopg.connect(database_url(settings), connect_timeout=2) as conn:
+            current = migrate.is_current(conn)
+    except psycopg.Error as exc:
+        log.error(
+            "database_unavailable",
+            error=" ".join(str(exc).split())[:300],
+            effect="/readyz and every delivery answer 503 until it answers",
+        )
+        return
+    if not current:
+        log.error(
+            SCHEMA_NOT_CURRENT,
+            latest=migrate.latest_version(),
+            fix="run `python -m webhooks migrate` (the Procfile's release process)",
+            effect="/readyz and every delivery answer 503 until then",
+        )
