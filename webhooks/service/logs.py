@@ -51,8 +51,11 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
-    # pgserver narrates every pg_ctl call at INFO, several lines each.
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    # pgserver narrates every pg_ctl call at INFO, several lines each, and the
+    # stripe library every API call: noise among a command's own output
+    # (reconcile --json must stay parseable). Their warnings still show.
+    for chatty in ("pgserver", "stripe"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     structlog.configure(
         processors=[*_SHARED, *_RENDER],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
