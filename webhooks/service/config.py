@@ -27,6 +27,9 @@ class Settings:
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
     max_body_bytes: int = 512 * 1024
+    # A request (headers and body) not fully received this long after its
+    # first byte, or after the connection opened, is answered 408 and closed.
+    request_read_timeout_s: float = 10.0
     # How long a duplicate waits for an in-flight claim before answering 409.
     lock_timeout_ms: int = 1000
     # Bounds on how long a stuck worker can hold a claim.
@@ -77,6 +80,7 @@ _FROM_ENV = {
     "port": ("PORT", int),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
+    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", float),
     "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", int),
     "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", int),
     "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", int),

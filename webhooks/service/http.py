@@ -121,6 +121,10 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
     body = _read_body(settings.max_body_bytes)
     if body is None:
         return _error(413, "body_too_large"), None
+    if request.content_length is not None and len(body) < request.content_length:
+        # The client stopped before its declared length: a framing error,
+        # whatever the bytes that did arrive say.
+        return _error(400, "body_incomplete"), None
     try:
         text = signature.verify(
             body,
