@@ -37,7 +37,9 @@ class Settings:
     idle_in_transaction_timeout_ms: int = 15_000
     pool_min_size: int = 1
     pool_max_size: int = 2
-    pool_timeout_s: float = 5.0
+    # How long a delivery waits for a pooled connection: with the database
+    # down or refusing, this is what a 503 takes, so it stays well under 1 s.
+    pool_timeout_s: float = 0.5
     data_dir: str = ".data"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import structlog
 from psycopg import errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import ledger, registry
 from .db import is_unavailable
@@ -93,8 +93,12 @@ def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answ
 
 def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exception) -> None:
     log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
+    if isinstance(exc, PoolTimeout):
+        # No connection could be had a moment ago: waiting for another one
+        # to record that would only delay the 503 (the log line records it).
+        return
     try:
-        with pool.connection(timeout=1.0) as conn, conn.transaction():
+        with pool.connection() as conn, conn.transaction():
             ledger.record_failure(conn, provider, event, exc)
     except Exception as record_exc:
         log.error("failure_not_recorded", event_id=event.id, error=type(record_exc).__name__)
