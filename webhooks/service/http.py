@@ -9,7 +9,7 @@ import structlog
 from flask import Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import ingest, metrics, migrate, registry, signature
+from . import db, ingest, metrics, migrate, registry, signature
 from .config import Settings
 from .db import open_pool
 from .events import InvalidEvent, parse, require_mode
@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         try:
             # The pool's own wait (WEBHOOK_POOL_TIMEOUT_SECONDS), so a probe
             # answers within it when the database is down.
-            with pool.get().connection() as conn:
+            with db.connection(pool.get()) as conn:
                 current = migrate.is_current(conn)
         except Exception as exc:
             return _error(503, "database_unavailable", type(exc).__name__)

@@ -13,7 +13,7 @@ import structlog
 from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import ledger, registry
+from . import db, ledger, registry
 from .db import is_unavailable
 from .events import Event, InvalidEvent
 
@@ -78,7 +78,7 @@ def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
 
 
 def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answer | None:
-    with pool.connection() as conn, conn.transaction():
+    with db.connection(pool) as conn, conn.transaction():
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
             stored = ledger.stored_answer(conn, provider, event.id, event.account_key)
@@ -98,7 +98,7 @@ def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exce
         # to record that would only delay the 503 (the log line records it).
         return
     try:
-        with pool.connection() as conn, conn.transaction():
+        with db.connection(pool) as conn, conn.transaction():
             ledger.record_failure(conn, provider, event, exc)
     except Exception as record_exc:
         log.error("failure_not_recorded", event_id=event.id, error=type(record_exc).__name__)
