@@ -201,9 +201,10 @@ class Bench:
         attempts = run.requests_per_s * run.seconds
         events = (self._completed(served, conninfo) - before) if served in _COMPLETED else attempts
         self.rates[key] = events / run.seconds
-        notes = Counter({"non-2xx": run.non_2xx})
+        notes = Counter({f"non-2xx: {run.non_2xx}": 1} if run.non_2xx else {})
         if served in _COMPLETED:
-            notes["double fulfilments"] = self._sql(conninfo, _DOUBLE_FULFILMENTS)[0][0]
+            doubled = self._sql(conninfo, _DOUBLE_FULFILMENTS)[0][0]
+            notes["no double fulfilment" if doubled == 0 else f"DOUBLE FULFILMENTS: {doubled}"] += 1
         used = {**meter.used, "client": run.cpu_s}
         return Measure(events / run.seconds, run.requests_per_s, run.p99_ms, notes,
                        {part: seconds / attempts * 1e6 for part, seconds in used.items()})
