@@ -69,10 +69,6 @@ def _configure(values: dict[str, str]):
 IDLE_CHECK_AFTER_S = 5.0
 
 
-def _stamp_idle(conn: psycopg.Connection) -> None:
-    conn.idle_since = time.monotonic()
-
-
 def looks_alive(conn: psycopg.Connection) -> bool:
     """False for a connection the server has closed, at a round trip only when in doubt.
 
@@ -114,6 +110,7 @@ def connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[p
         with conn:
             yield conn
     finally:
+        conn.idle_since = time.monotonic()
         pool.putconn(conn)
 
 
@@ -122,8 +119,9 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
         timeout=settings.pool_timeout_s,
-        # Checked at checkout by `connection` instead (see there).
-        reset=_stamp_idle,
+        # Checked at checkout by `connection` instead (see there). No
+        # `reset` callback either: with one, every return is handed to a
+        # pool thread through a queue, a thread switch per request.
         # While the server is down psycopg_pool doubles its reconnect delay
         # (1, 2, 4, 8 s...), so an outage of D seconds kept us down up to 2D.
         # Giving up after one pool wait lets the next request try at once.
