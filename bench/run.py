@@ -20,6 +20,7 @@ import functools
 import math
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,7 +106,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wrk-cpus", help="taskset CPU list for wrk (default: not pinned)")
     parser.add_argument("--profile", type=Path,
                         help="record py-spy collapsed stacks of the service's first round here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench",)}
+    for tool, rows in needs.items():
+        if set(rows) & set(args.rows) and shutil.which(tool) is None:
+            parser.error(f"{tool} is not installed (Debian: apt-get install "
+                         f"{ {'pgbench': 'postgresql-client', 'node': 'nodejs npm'}.get(tool, tool)})")
+    return args
 
 
 class Bench:
