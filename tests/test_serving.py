@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 from bench import slow_clients
 from tests.conftest import SECRET, signed_headers, table_counts
@@ -84,3 +85,19 @@ def test_framing_waits_for_the_whole_body_whatever_its_encoding():
     assert too_big.complete and too_big.close_after
     assert Framing(chunked + b"65\r\n" + b"a" * 50, 100).close_after
     assert Framing(head + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n", 100).expects_continue
+
+
+def test_stopping_the_server_does_not_wait_for_slow_connections(gunicorn):
+    server = gunicorn(WEB_CONCURRENCY=2)
+    slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(20)]
+    for conn in slow:
+        conn.sendall(b"POST /webhooks/stripe HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n")
+    time.sleep(1.0)  # every one accepted and waiting for its body
+    started = time.monotonic()
+    server.stop()
+    stopped_s = time.monotonic() - started
+    for conn in slow:
+        conn.close()
+
+    # Not the read timeout (10 s): a request that has not arrived has nothing to finish.
+    assert stopped_s < 3.0

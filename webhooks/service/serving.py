@@ -170,7 +170,8 @@ class BufferingThreadWorker(ThreadWorker):
     def murder_pending(self):
         super().murder_pending()
         now = time.monotonic()
-        for conn in [c for c in self.reading if c.deadline <= now]:
+        # A stopping worker cuts them all: none has a request to finish.
+        for conn in [c for c in self.reading if c.deadline <= now or not self.alive]:
             self._forget(conn, registered=True)
             _send_quietly(conn.sock, _TIMED_OUT)
             self.nr_conns -= 1
