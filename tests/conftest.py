@@ -52,14 +52,14 @@ def server_url() -> str:
 
 
 @contextlib.contextmanager
-def migrated_schema(server_url: str):
+def migrated_schema(server_url: str, directory: Path = migrate.MIGRATIONS_DIR):
     """A libpq conninfo whose search_path is a migrated schema made for the caller alone."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     options = conninfo_to_dict(server_url).get("options", "")
     url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
-    migrate.migrate(url)
+    migrate.migrate(url, directory)
     try:
         yield url
     finally:

@@ -33,9 +33,27 @@ def test_event_from_the_other_mode_is_refused_and_writes_nothing(make_app, db, m
 
 def test_live_event_is_fulfilled_by_a_live_service(make_app, db):
     client = make_app(STRIPE_MODE="live").test_client()
-    evt = fixture("payment_intent.succeeded")
+    evt = samples.payment_events()[1]
     evt["livemode"] = True
     assert post_event(client, evt).get_json()["outcome"] == "fulfilled"
+
+
+@pytest.mark.parametrize("mode, livemode", [("live", False), ("test", True)])
+def test_a_connected_accounts_event_of_the_other_mode_is_answered_200_and_only_recorded(
+    make_app, db, mode, livemode
+):
+    """Stripe sends accounts connected in live mode to the live Connect endpoint in both modes."""
+    client = make_app(STRIPE_MODE=mode).test_client()
+    evt = scoped({**samples.payment_events()[1], "livemode": livemode}, "acct_1ConnectedTest")
+    first = post_event(client, evt)
+    assert first.status_code == 200
+    assert first.get_json() == {"event_id": evt["id"], "outcome": "ignored_other_mode"}
+    assert post_event(client, evt).headers["Idempotent-Replayed"] == "true"
+    assert table_counts(db) == {**NOTHING, "webhook_events": 1}
+    assert business_state(db, "acct_1ConnectedTest")["payments"] == []
+    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 0
+    row = db.execute("SELECT account, livemode, outcome FROM webhook_events").fetchone()
+    assert row == ("acct_1ConnectedTest", livemode, "ignored_other_mode")
 
 
 def test_thin_event_of_the_other_mode_is_refused(make_app, db):
@@ -51,27 +69,39 @@ def test_stripe_mode_defaults_to_test_and_rejects_unknown_values():
         Settings.from_env({"STRIPE_MODE": "production"})
 
 
-def test_two_connected_accounts_with_the_same_ids_do_not_collide(client, db):
-    evt = fixture("payment_intent.succeeded")
-    for account in ("acct_1SellerAAAAAAAA", "acct_1SellerBBBBBBBB", ""):
-        assert post_event(client, scoped(evt, account)).get_json()["outcome"] == "fulfilled"
-    again = post_event(client, scoped(evt, "acct_1SellerAAAAAAAA"))
-    assert again.headers["Idempotent-Replayed"] == "true"
-    rows = db.execute("SELECT account, payment_id FROM fulfilments ORDER BY account").fetchall()
-    intent = evt["data"]["object"]["id"]
-    assert rows == [("", intent), ("acct_1SellerAAAAAAAA", intent), ("acct_1SellerBBBBBBBB", intent)]
-    assert table_counts(db)["webhook_events"] == 3
+def test_one_event_under_account_and_under_context_is_one_event(client, db):
+    evt = samples.payment_events()[1]
+    as_connect = post_event(client, scoped(evt, "acct_1SellerAAAAAAAA"))
+    assert as_connect.get_json()["outcome"] == "fulfilled"
+    as_context = post_event(client, {**evt, "context": "acct_1PlatformSelf"})
+    assert as_context.headers["Idempotent-Replayed"] == "true"
+    assert table_counts(db)["webhook_events"] == 1
 
 
-def test_the_unique_keys_hold_per_account_even_without_the_ledger(db):
+def test_one_payment_intent_under_account_and_under_context_is_fulfilled_once(client, db):
+    checkout, intent, _ = samples.payment_events()
+    assert post_event(client, scoped(intent, "acct_1SellerAAAAAAAA")).get_json()["outcome"] == "fulfilled"
+    again = post_event(client, {**checkout, "context": "acct_1PlatformSelf"})
+    assert again.get_json()["outcome"] == "already_fulfilled"
+    payment_id = intent["data"]["object"]["id"]
+    assert db.execute("SELECT payment_id, account FROM fulfilments").fetchall() == [
+        (payment_id, "acct_1SellerAAAAAAAA")
+    ]
+    conflicts = db.execute(
+        "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts"
+    ).fetchall()
+    assert conflicts == [("payment", payment_id, "acct_1SellerAAAAAAAA", "acct_1PlatformSelf")]
+    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 1
+
+
+def test_the_unique_key_on_the_payment_holds_across_accounts_even_without_the_ledger(db):
     insert = (
         "INSERT INTO fulfilments (payment_id, provider, account, event_id, event_type)"
         " VALUES ('pi_1', 'stripe', %s, 'evt_1', 'direct')"
     )
     db.execute(insert, ["acct_1"])
-    db.execute(insert, ["acct_2"])
     with pytest.raises(psycopg.errors.UniqueViolation, match="fulfilments_payment_id_key"):
-        db.execute(insert, ["acct_1"])
+        db.execute(insert, ["acct_2"])
 
 
 def test_thin_event_is_claimed_and_recorded_without_fetching_its_object(client, db, monkeypatch):

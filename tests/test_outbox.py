@@ -91,12 +91,16 @@ def test_a_paid_event_enqueues_one_job_keyed_by_its_payment(client, db):
     assert job.idempotency_key == f"order.fulfilled:{payment_id}"
 
 
-def test_a_connected_accounts_payment_is_keyed_by_account_too(client, db):
+def test_a_connected_accounts_payment_is_keyed_by_its_globally_unique_id_and_names_the_account(
+    client, db
+):
     intent = samples.payment_events()[1]
     intent["account"] = "acct_1OpsConnected"
     assert load_json(post_event(client, intent))["outcome"] == "fulfilled"
     [job] = outbox.pending(db)
-    assert job.idempotency_key == f"order.fulfilled:acct_1OpsConnected:{intent['data']['object']['id']}"
+    assert job.idempotency_key == f"order.fulfilled:{intent['data']['object']['id']}"
+    payload = db.execute("SELECT convert_from(payload, 'UTF8')::jsonb FROM pgqueuer").fetchone()[0]
+    assert payload["account"] == "acct_1OpsConnected"
 
 
 def test_an_event_that_fulfils_nothing_enqueues_nothing(client, db):

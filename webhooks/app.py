@@ -11,10 +11,16 @@ from . import fulfilment  # noqa: F401  (registers the built-in Stripe handlers)
 from .ops import admin
 from .service import http
 from .service.config import Settings
+from .service.db import database_url
+from .stripe import access, orders
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
+    orders.configure(settings.order_marker_key)
     app = http.create_app(settings)
     admin.install(app, settings.admin_token, app.extensions["webhooks.pool"])
+    access.publish_settings(
+        database_url(settings), settings.subscription_grace, settings.subscription_renewal_margin
+    )
     return app

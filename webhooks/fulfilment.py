@@ -15,6 +15,8 @@ from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     NOTIFIED,
     SUPERSEDED,
 )
-from .stripe import disputes, payments, refunds, subscriptions  # noqa: F401  (they register)
-from .stripe.payments import fulfil_payment  # noqa: F401
+from .stripe import (  # noqa: F401  (they register)
+    checkout, disputes, intents, invoices, refunds, subscriptions, thin,
+)
+from .stripe.orders import fulfil_payment  # noqa: F401
 from .service.registry import Handler, handles, load, run  # noqa: F401

@@ -6,7 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from . import ledger_cli, loadtest, replay, retention, worker
+from . import (
+    backfill, ledger_cli, loadtest, reconcile, replay, retention, subscriptions_cli, worker,
+)
 
 from ..service import migrate
 from ..service.config import Settings
@@ -52,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     retention.register(commands)
     replay.register(commands)
     loadtest.register(commands)
+    subscriptions_cli.register(commands)
+    backfill.register(commands)
+    reconcile.register(commands)
     return parser
 
 

@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import re
 from datetime import datetime, timedelta, timezone
 
-_SPAN = re.compile(r"(\d+)([dhms])")
-_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+from ..service.config import parse_span
 
 
 def span(text: str) -> timedelta:
     """`30d` -> 30 days; an argparse type, so a typo is a usage error."""
-    match = _SPAN.fullmatch(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a span like 30d, 12h, 90m or 45s")
-    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+    try:
+        return parse_span(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def instant(text: str) -> datetime:

@@ -42,12 +42,13 @@ def payment_events(amount: int = 3000, currency: str = "usd", created: int | Non
     stem = "".join(secrets.choice(_ALPHABET) for _ in range(24))
     intent_id, charge_id = f"pi_{stem}", f"ch_{stem}"
     customer = stripe_id("cus", 14)
+    order_ref = stripe_id("order", 8)
     session = {
         "id": stripe_id("cs_test", 58),
         "object": "checkout.session",
         "amount_subtotal": amount,
         "amount_total": amount,
-        "client_reference_id": stripe_id("order", 8),
+        "client_reference_id": order_ref,
         "created": created - 60,
         "currency": currency,
         "customer": customer,
@@ -69,7 +70,9 @@ def payment_events(amount: int = 3000, currency: str = "usd", created: int | Non
         "customer": customer,
         "latest_charge": charge_id,
         "livemode": False,
-        "metadata": {},
+        # The shop's order marker (payment_intent_data.metadata at Checkout),
+        # so the PaymentIntent alone is an order too, whichever event comes first.
+        "metadata": {"order_id": order_ref},
         "payment_method": stripe_id("pm"),
         "status": "succeeded",
     }

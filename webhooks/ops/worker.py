@@ -22,10 +22,12 @@ from pgqueuer import PgQueuer
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
+from . import fetch
 from ..service import outbox
 from ..service.config import Settings
 from ..service.db import database_url
 from ..service.logs import configure as configure_logging
+from ..stripe import thin
 
 log = structlog.get_logger(__name__)
 
@@ -51,11 +53,21 @@ def post(settings: Settings, job: Job) -> None:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
 
 
+def perform(settings: Settings, job: Job) -> None:
+    """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed."""
+    if job.headers.get(outbox.KIND_HEADER) != thin.FETCH:
+        return post(settings, job)
+    try:
+        fetch.run(settings, job.payload)
+    except fetch.FetchFailed as exc:
+        raise DeliveryFailed(str(exc)[:500]) from exc
+
+
 async def deliver(settings: Settings, job: Job) -> None:
     key = job.headers[outbox.KEY_HEADER]
     try:
-        # requests is blocking: a thread keeps the loop free for heartbeats.
-        await asyncio.to_thread(post, settings, job)
+        # requests and psycopg are blocking: a thread keeps the loop free for heartbeats.
+        await asyncio.to_thread(perform, settings, job)
     except DeliveryFailed as exc:
         attempt = job.attempts + 1
         if attempt >= settings.outbox_max_attempts:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 
 def _csv(raw: str | None) -> tuple[str, ...]:
@@ -10,6 +12,16 @@ def _csv(raw: str | None) -> tuple[str, ...]:
 
 
 STRIPE_MODES = ("test", "live")
+_SPAN = re.compile(r"(\d+)([dhms])")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_span(text: str) -> timedelta:
+    """`3d`, `2h`, `90m` or `45s` as a timedelta; ValueError for anything else."""
+    match = _SPAN.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a span like 30d, 12h, 90m or 45s")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
 def _stripe_mode(raw: str) -> str:
@@ -17,6 +29,18 @@ def _stripe_mode(raw: str) -> str:
     if mode not in STRIPE_MODES:
         raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
     return mode
+
+
+def _version_range(raw: str) -> tuple[str, str]:
+    """"OLDEST..NEWEST" as two API version dates (YYYY-MM-DD), oldest first."""
+    first, sep, last = raw.strip().partition("..")
+    try:
+        bounds = tuple(date.fromisoformat(d.strip()[:10]).isoformat() for d in (first, last))
+    except ValueError:
+        bounds = ()
+    if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
+        raise ValueError(f"STRIPE_API_VERSIONS must be OLDEST..NEWEST dates, not {raw!r}")
+    return bounds
 
 
 @dataclass(frozen=True)
@@ -46,6 +70,14 @@ class Settings:
     # Events whose livemode differs are refused: a test payment must never
     # ship a live order, and a live one must not vanish into a test database.
     stripe_mode: str = "test"
+    # The metadata key that makes a PaymentIntent outside Checkout a one-off
+    # order (webhooks/stripe/orders.py).
+    order_marker_key: str = "order_id"
+    # The API versions whose payload shapes the handlers were written and
+    # tested against, as inclusive dates: pre-basil (charges' refund lists,
+    # `invoice` on PaymentIntents) through basil, clover and dahlia. A handled
+    # event rendered in any other version is answered 500 and recorded.
+    stripe_api_versions: tuple[str, str] = ("2020-08-27", "2026-06-24")
     # Outbox worker: where side effects are POSTed and how failures are retried.
     outbox_url: str | None = None
     outbox_max_attempts: int = 8
@@ -61,6 +93,25 @@ class Settings:
     admin_token: str | None = field(default=None, repr=False)
     # Payload keys `prune` replaces in stored payloads older than its redaction window.
     redact_fields: tuple[str, ...] = ()
+    # Subscription access (the `subscription_access` view): how long a
+    # past_due subscription keeps access while Stripe retries, and how long
+    # after a paid period ends its renewal may take to be paid.
+    subscription_grace: timedelta = timedelta(days=3)
+    subscription_renewal_margin: timedelta = timedelta(hours=2)
+    # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
+    # restricted read key, the API version every fetched object is rendered in
+    # (the handlers' shapes), and the base address (tests and staging point
+    # it elsewhere).
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_version: str = "2026-06-24.dahlia"
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_api_timeout_s: float = 30.0
+    # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
+    # or connection error, before a call counts as failed.
+    stripe_api_retries: int = 2
+    # Connect: the connected accounts whose events and objects are read with
+    # Stripe-Account, besides the platform's own.
+    stripe_connect_accounts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
@@ -92,6 +143,8 @@ _FROM_ENV = {
     "data_dir": ("WEBHOOK_DATA_DIR", str),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
+    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
+    "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
     "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
     "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", int),
     "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", float),
@@ -102,4 +155,12 @@ _FROM_ENV = {
     "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
     "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
+    "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
+    "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
+    "stripe_api_key": ("STRIPE_API_KEY", str),
+    "stripe_api_version": ("STRIPE_API_VERSION", str),
+    "stripe_api_base": ("STRIPE_API_BASE", str),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", float),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", int),
+    "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
 }

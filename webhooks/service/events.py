@@ -15,6 +15,8 @@ from typing import Any
 
 import stripe
 
+from .outcomes import IGNORED_OTHER_MODE
+
 
 class InvalidEvent(Exception):
     """The body is not a Stripe event we can claim; the reason is safe to show."""
@@ -26,6 +28,16 @@ class LivemodeMismatch(InvalidEvent):
     """A live event at a test-mode service, or the reverse."""
 
     error = "livemode_mismatch"
+
+
+class UnsupportedApiVersion(Exception):
+    """A snapshot rendered in an API version whose shapes the handlers do not know.
+
+    Not an InvalidEvent: the event is fine, this service is not ready for it,
+    so it is answered 500 (Stripe retries) rather than 400.
+    """
+
+    error = "unsupported_api_version"
 
 
 # Stripe ids are short ASCII tokens; anything else (a NUL, a megabyte) is
@@ -47,6 +59,8 @@ class Event:
     account: str | None
     raw: str
     data: dict[str, Any]
+    # The version the snapshot's object was rendered in (None for thin events).
+    api_version: str | None = None
 
     @property
     def object(self) -> dict[str, Any]:
@@ -100,6 +114,7 @@ def parse(raw: str) -> Event:
         account=account,
         raw=raw,
         data=data,
+        api_version=data.get("api_version") if isinstance(data.get("api_version"), str) else None,
     )
 
 
@@ -136,8 +151,33 @@ def require_created(event: Event) -> datetime:
     return event.created
 
 
-def require_mode(event: Event, mode: str) -> None:
-    """Refuse an event from the other Stripe mode (or one that does not say)."""
-    if event.livemode is not (mode == "live"):
-        stated = "missing" if event.livemode is None else str(event.livemode).lower()
-        raise LivemodeMismatch(f"event livemode is {stated}, service runs in {mode} mode")
+def mode_outcome(event: Event, mode: str) -> str | None:
+    """None for an event of the service's mode; the outcome word for one to skip.
+
+    Stripe sends the test events of accounts connected in live mode to the
+    live Connect endpoint, and says to check `livemode`: a connected
+    account's event of the other mode is claimed and skipped (a 400 would be
+    retried for days and get the endpoint disabled). The platform's own
+    event of the other mode means a misconfigured secret or URL: refused.
+    """
+    if event.livemode is (mode == "live"):
+        return None
+    if event.account is not None and event.livemode is not None:
+        return IGNORED_OTHER_MODE
+    stated = "missing" if event.livemode is None else str(event.livemode).lower()
+    raise LivemodeMismatch(f"event livemode is {stated}, service runs in {mode} mode")
+
+
+def require_api_version(event: Event, supported: tuple[str, str]) -> None:
+    """The snapshot's API version lies in the inclusive date range `supported`.
+
+    Versions are compared by their date ("2025-03-31.basil" -> 2025-03-31),
+    which is how Stripe orders them.
+    """
+    if event.thin:
+        return
+    version = event.api_version
+    if version is None or not supported[0] <= version[:10] <= supported[1]:
+        raise UnsupportedApiVersion(
+            f"api_version {version or 'missing'} is outside {supported[0]}..{supported[1]}"
+        )

@@ -12,7 +12,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from . import db, ingest, metrics, migrate, registry, signature
 from .config import Settings
 from .db import open_pool
-from .events import InvalidEvent, parse, require_mode
+from .events import InvalidEvent, parse
 from .logs import configure as configure_logging
 
 log = structlog.get_logger(__name__)
@@ -135,13 +135,12 @@ def _handle_stripe(settings: Settings, pool: _LazyPool):
             settings.signature_tolerance_s,
         )
         event = parse(text)
-        require_mode(event, settings.stripe_mode)
     except signature.InvalidSignature as exc:
         return _error(400, "invalid_signature", str(exc)), None
     except InvalidEvent as exc:
         answer = ingest.invalid_event(exc)
         return _json_response(answer.status, answer.body), None
-    answer = ingest.deliver(pool.get(), PROVIDER, event)
+    answer = ingest.accept(pool.get(), PROVIDER, event, settings)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         headers["Idempotent-Replayed"] = "true"

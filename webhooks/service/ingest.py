@@ -14,8 +14,9 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import db, ledger, registry
+from .config import Settings
 from .db import is_unavailable
-from .events import Event, InvalidEvent
+from .events import Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
 
 log = structlog.get_logger(__name__)
 
@@ -39,13 +40,43 @@ def json_body(**fields) -> str:
 IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
 
 
-def deliver(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+def accept(pool: ConnectionPool, provider: str, event: Event, settings: Settings) -> Answer:
+    """A verified, parsed event's answer: the path every delivery, backfill and fetch takes.
+
+    A connected account's event of the other mode is claimed and skipped. A
+    handled event in an API version the handlers cannot read is re-synced
+    (claimed, its object fetched later in the pinned version) when the
+    Stripe API is configured and a re-sync is registered, else refused (500).
+    """
     try:
-        return _settle(pool, provider, event)
+        skip = mode_outcome(event, settings.stripe_mode)
+    except InvalidEvent as exc:
+        return invalid_event(exc)
+    if skip is not None:
+        return deliver(pool, provider, event, lambda conn, event: skip)
+    if registry.handled(event.type):
+        try:
+            require_api_version(event, settings.stripe_api_versions)
+        except UnsupportedApiVersion as exc:
+            resync = registry.fallback("resync") if settings.stripe_api_key else None
+            if resync is None:
+                return refuse(pool, provider, event, exc)
+            return deliver(pool, provider, event, resync)
+    return deliver(pool, provider, event)
+
+
+def deliver(
+    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None = None
+) -> Answer:
+    """Claim and fulfil `event` with its registered handler, or with `handler` when given."""
+    try:
+        return _settle(pool, provider, event, handler)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
         return invalid_event(exc)
+    except UnsupportedApiVersion as exc:
+        return refuse(pool, provider, event, exc)
     except Exception as exc:
         _record_failure(pool, provider, event, exc)
         if is_unavailable(exc):
@@ -57,11 +88,19 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
+def refuse(pool: ConnectionPool, provider: str, event: Event, exc: UnsupportedApiVersion) -> Answer:
+    """A 500 recorded as a failure, claiming nothing, so Stripe's retry finds it unclaimed."""
+    _record_failure(pool, provider, event, exc)
+    return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
+
+
+def _settle(
+    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
+) -> Answer:
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
-            answer = _claim_and_fulfil(pool, provider, event)
+            answer = _claim_and_fulfil(pool, provider, event, handler)
         except errors.UniqueViolation as exc:
             # A duplicate committed a write our handler made without
             # ON CONFLICT; a fresh attempt sees it and answers from it.
@@ -77,15 +116,17 @@ def _settle(pool: ConnectionPool, provider: str, event: Event) -> Answer:
     return IN_PROGRESS
 
 
-def _claim_and_fulfil(pool: ConnectionPool, provider: str, event: Event) -> Answer | None:
+def _claim_and_fulfil(
+    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
+) -> Answer | None:
     with db.connection(pool) as conn, conn.transaction():
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
-            stored = ledger.stored_answer(conn, provider, event.id, event.account_key)
+            stored = ledger.stored_answer(conn, provider, event.id)
             if stored is None:
                 return None
             return Answer(stored.status, stored.body, "replayed", replayed=True)
-        outcome = registry.run(conn, event)
+        outcome = handler(conn, event) if handler else registry.run(conn, event)
         stored = ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
         ledger.complete(conn, ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)

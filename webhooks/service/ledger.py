@@ -15,14 +15,14 @@ _CLAIM = """
 INSERT INTO webhook_events
     (provider, event_id, event_type, account, livemode, event_created, payload)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (provider, event_id, account) DO NOTHING
+ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id
 """
 
 _STORED = """
 SELECT status, response_status, response_body
 FROM webhook_events
-WHERE provider = %s AND event_id = %s AND account = %s
+WHERE provider = %s AND event_id = %s
 """
 
 _COMPLETE = """
@@ -69,16 +69,17 @@ def claim(conn: psycopg.Connection, provider: str, event: Event) -> int | None:
     return row[0] if row else None
 
 
-def stored_answer(
-    conn: psycopg.Connection, provider: str, event_id: str, account: str = ""
-) -> Stored | None:
-    """The completed answer for an event of `account` ('' for the platform), or
-    None if there is no completed row.
+def stored_answer(conn: psycopg.Connection, provider: str, event_id: str) -> Stored | None:
+    """The completed answer for the event, or None if there is no completed row.
+
+    Event ids are unique across Stripe, so the event that reaches us under
+    two scopes (an organisation destination's `context`, a plain endpoint)
+    is one event, answered once.
 
     None is a normal result: the row that beat our claim can have been pruned
     or (if it was never committed) be gone by the time we look.
     """
-    row = conn.execute(_STORED, [provider, event_id, account]).fetchone()
+    row = conn.execute(_STORED, [provider, event_id]).fetchone()
     if row is None or row[0] != "completed":
         return None
     return Stored(status=row[1], body=row[2])

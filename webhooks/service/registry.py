@@ -17,6 +17,11 @@ from .outcomes import IGNORED, NOTIFIED
 
 Handler = Callable[[psycopg.Connection, Event], str]
 _HANDLERS: dict[str, Handler] = {}
+# Handlers for events no type handler fits, one per situation, registered by
+# the domain: "thin" runs for a thin event whose type has no handler (thin
+# types are open ended, `v1.<any snapshot type>`); "resync" claims a handled
+# event whose API version the handlers cannot read, to fetch its object again.
+_FALLBACKS: dict[str, Handler] = {}
 
 
 def handles(*event_types: str) -> Callable[[Handler], Handler]:
@@ -28,16 +33,41 @@ def handles(*event_types: str) -> Callable[[Handler], Handler]:
     return register
 
 
+def handles_fallback(situation: str) -> Callable[[Handler], Handler]:
+    """Register the handler for `situation` ("thin" or "resync"); the last one wins."""
+
+    def register(handler: Handler) -> Handler:
+        _FALLBACKS[situation] = handler
+        return handler
+
+    return register
+
+
+def fallback(situation: str) -> Handler | None:
+    return _FALLBACKS.get(situation)
+
+
+def handler_for(event_type: str) -> Handler | None:
+    return _HANDLERS.get(event_type)
+
+
 def load(modules: tuple[str, ...]) -> None:
     """Import handler modules (WEBHOOK_HANDLER_MODULES) so their @handles register."""
     for module in modules:
         importlib.import_module(module)
 
 
+def handled(event_type: str) -> bool:
+    """A handler reads this type's payload (so its shape matters)."""
+    return event_type in _HANDLERS
+
+
 def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     if handler is not None:
         return handler(conn, event)
+    if event.thin and "thin" in _FALLBACKS:
+        return _FALLBACKS["thin"](conn, event)
     # A thin event names its object without carrying it; the ledger row (id,
     # type, payload) is the record a later fetch works from.
     return NOTIFIED if event.thin else IGNORED

@@ -44,3 +44,15 @@ def check(
         stored_account=stored_account, event_account=event.account_key, event_id=event.id,
     )
     return False
+
+
+def stored(
+    conn: psycopg.Connection, event: Event, object_type: str, object_id: str, query: str
+) -> tuple | None:
+    """The object's stored row from `query` (its account second), its scope checked.
+
+    The row is read after the payment's row lock, so it cannot change under us.
+    """
+    row = conn.execute(query, [object_id]).fetchone()
+    check(conn, event, object_type, object_id, row[1] if row else None)
+    return row

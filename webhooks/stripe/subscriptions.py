@@ -1,130 +1,136 @@
-"""Subscription billing: each paid invoice fulfilled once, revocation final.
+"""A mirror of each subscription, fed by its `customer.subscription.*` events.
 
-Invoices link to their subscription through
-`parent.subscription_details.subscription` (API 2025-03-31 "basil" and
-later; older versions put `subscription` on the invoice itself). The
-subscription's paid-through date only grows and its revocation is never
-undone, so its row ends the same whatever order the events arrive in: an
-invoice paid after (or delivered after) the deletion does not restore access.
+Every such event carries the whole subscription, so the mirror takes the
+snapshot of the newest event: one whose `created` (then its status rank,
+within one second) is older than the stored one's changes nothing. A
+deletion is final: it applies whatever arrived before it, and nothing
+applies after it, so the row ends the same in every delivery order.
+
+Access is not decided here but by the `subscription_access` view; every
+change runs inside `access.tracking`, which tells the shop when it flips.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 import psycopg
 
-from ..service.events import Event, require_created, require_id, timestamp
-from ..service.outcomes import ALREADY_FULFILLED, ALREADY_REVOKED, FULFILLED, PAYMENT_FAILED, REVOKED, SUPERSEDED
+from ..service import outbox
+from ..service.events import Event, InvalidEvent, require_created, require_id, timestamp
+from ..service.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
 from ..service.registry import handles
+from . import access
 
-# Ties (same second): a paid invoice stays paid.
-_STATUS_RANK = {"payment_failed": 0, "paid": 1}
+TRIAL_ENDING_JOB = "subscription.trial_ending"
 
-# Every invoice handler locks the invoice row first, the subscription row last.
-_SET_INVOICE = """
-INSERT INTO invoices AS i
-    (invoice_id, account, subscription_id, status, status_rank, status_at,
-     amount_due, amount_paid, currency, attempt_count)
-VALUES (%(invoice_id)s, %(account)s, %(subscription_id)s, %(status)s, %(rank)s, %(at)s,
-        %(amount_due)s, %(amount_paid)s, %(currency)s, %(attempt_count)s)
-ON CONFLICT (invoice_id, account) DO UPDATE
-SET status = EXCLUDED.status, status_rank = EXCLUDED.status_rank, status_at = EXCLUDED.status_at,
-    subscription_id = coalesce(EXCLUDED.subscription_id, i.subscription_id),
-    amount_due = EXCLUDED.amount_due, amount_paid = EXCLUDED.amount_paid,
-    currency = EXCLUDED.currency, attempt_count = EXCLUDED.attempt_count, updated_at = now()
-WHERE (EXCLUDED.status_at, EXCLUDED.status_rank) >= (i.status_at, i.status_rank)
-RETURNING status
-"""
+# Ties (same second) go to the later stage of the lifecycle.
+_STATUS_RANK = {
+    "incomplete": 0, "trialing": 1, "active": 2, "past_due": 3, "paused": 3,
+    "unpaid": 4, "incomplete_expired": 5, "canceled": 6,
+}
 
-_FULFIL_INVOICE = """
-INSERT INTO invoice_fulfilments
-    (invoice_id, account, subscription_id, event_id, amount_paid, currency,
-     period_start, period_end)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (invoice_id, account) DO NOTHING
-RETURNING id
-"""
-
-_EXTEND = """
-INSERT INTO subscriptions AS s (subscription_id, account, paid_through)
-VALUES (%s, %s, %s)
-ON CONFLICT (subscription_id, account) DO UPDATE
-SET paid_through = greatest(s.paid_through, EXCLUDED.paid_through), updated_at = now()
-"""
-
-_REVOKE = """
-INSERT INTO subscriptions AS s (subscription_id, account, revoked_at, revoked_reason)
-VALUES (%s, %s, %s, %s)
-ON CONFLICT (subscription_id, account) DO UPDATE
-SET revoked_at = EXCLUDED.revoked_at, revoked_reason = EXCLUDED.revoked_reason,
+_APPLY = """
+UPDATE subscriptions AS s
+SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s, customer = %(customer)s,
+    cancel_at_period_end = %(cancel_at_period_end)s, cancel_at = %(cancel_at)s,
+    canceled_at = %(canceled_at)s, trial_end = %(trial_end)s,
+    pause_behavior = %(pause_behavior)s, pause_resumes_at = %(pause_resumes_at)s,
+    current_period_start = %(period_start)s, current_period_end = %(period_end)s,
+    latest_invoice = coalesce(%(latest_invoice)s, s.latest_invoice),
+    revoked_at = CASE WHEN %(final)s THEN %(at)s END,
+    revoked_reason = CASE WHEN %(final)s THEN %(reason)s END,
     updated_at = now()
-WHERE s.revoked_at IS NULL
-RETURNING subscription_id
+WHERE s.subscription_id = %(subscription_id)s AND s.revoked_at IS NULL
+  AND (%(final)s OR s.status_at IS NULL OR (%(at)s, %(rank)s) >= (s.status_at, s.status_rank))
+RETURNING 1
 """
 
 
-def subscription_of(invoice: dict) -> str | None:
-    details = (invoice.get("parent") or {}).get("subscription_details") or {}
-    subscription = details.get("subscription") or invoice.get("subscription")
-    return require_id(subscription, "subscription id") if subscription else None
+def _id_of(value) -> str | None:
+    """An id field that may also arrive expanded into its object."""
+    return value.get("id") if isinstance(value, dict) else value
 
 
-def _service_period(invoice: dict) -> tuple:
-    """The span the invoice's lines pay for (the invoice's own period_* is the previous one)."""
-    periods = [line.get("period") or {} for line in (invoice.get("lines") or {}).get("data") or []]
-    starts = [p["start"] for p in periods if isinstance(p.get("start"), int)]
-    ends = [p["end"] for p in periods if isinstance(p.get("end"), int)]
-    return (timestamp(min(starts)) if starts else None, timestamp(max(ends)) if ends else None)
+def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
+    """The current period: on the subscription before 2025-03-31 (basil), on its items after.
+
+    With items on different intervals the latest start is the renewal that
+    matters for dunning, and the latest end is when the paid time runs out.
+    """
+    holders = (subscription.get("items") or {}).get("data") or []
+    if isinstance(subscription.get("current_period_start"), int):
+        holders = [subscription]
+    starts = [h["current_period_start"] for h in holders if isinstance(h.get("current_period_start"), int)]
+    ends = [h["current_period_end"] for h in holders if isinstance(h.get("current_period_end"), int)]
+    return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
-def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
-    invoice = event.object
-    row = conn.execute(
-        _SET_INVOICE,
-        {
-            "invoice_id": require_id(invoice.get("id"), "invoice id"),
-            "account": event.account_key,
-            "subscription_id": subscription_of(invoice),
-            "status": status,
-            "rank": _STATUS_RANK[status],
-            "at": require_created(event),
-            "amount_due": invoice.get("amount_due"),
-            "amount_paid": invoice.get("amount_paid"),
-            "currency": invoice.get("currency"),
-            "attempt_count": invoice.get("attempt_count"),
-        },
-    ).fetchone()
-    return row is not None
+def _snapshot(event: Event, final: bool) -> dict:
+    subscription = event.object
+    status = subscription.get("status")
+    if status not in _STATUS_RANK:
+        # A status Stripe added later: refused (and retried by Stripe) rather
+        # than guessed at, so access is never decided on a word we do not know.
+        raise InvalidEvent("subscription has no known status")
+    pause = subscription.get("pause_collection") or {}
+    start, end = _periods(subscription)
+    return {
+        "subscription_id": require_id(subscription.get("id"), "subscription id"),
+        "status": status,
+        "rank": _STATUS_RANK[status],
+        "at": require_created(event),
+        "customer": _id_of(subscription.get("customer")),
+        "cancel_at_period_end": subscription.get("cancel_at_period_end"),
+        "cancel_at": timestamp(subscription.get("cancel_at")),
+        "canceled_at": timestamp(subscription.get("canceled_at")),
+        "trial_end": timestamp(subscription.get("trial_end")),
+        "pause_behavior": pause.get("behavior"),
+        "pause_resumes_at": timestamp(pause.get("resumes_at")),
+        "period_start": start,
+        "period_end": end,
+        "latest_invoice": _id_of(subscription.get("latest_invoice")),
+        "final": final,
+        "reason": (subscription.get("cancellation_details") or {}).get("reason"),
+    }
 
 
-@handles("invoice.paid")
-def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
-    invoice = event.object
-    _set_invoice(conn, event, "paid")
-    subscription = subscription_of(invoice)
-    start, end = _service_period(invoice)
-    row = conn.execute(
-        _FULFIL_INVOICE,
-        [invoice["id"], event.account_key, subscription, event.id, invoice.get("amount_paid"),
-         invoice.get("currency"), start, end],
-    ).fetchone()
-    if subscription:
-        conn.execute(_EXTEND, [subscription, event.account_key, end])
-    return FULFILLED if row else ALREADY_FULFILLED
+def _apply(conn: psycopg.Connection, event: Event, final: bool = False) -> bool:
+    """The event's snapshot onto the mirror, if it is the newest; True if applied."""
+    snapshot = _snapshot(event, final)
+    with access.tracking(conn, event, snapshot["subscription_id"]):
+        return conn.execute(_APPLY, snapshot).fetchone() is not None
 
 
-@handles("invoice.payment_failed")
-def invoice_payment_failed(conn: psycopg.Connection, event: Event) -> str:
-    # Access is not touched: Stripe's retry schedule decides, and ends it
-    # with customer.subscription.deleted if every retry fails.
-    return PAYMENT_FAILED if _set_invoice(conn, event, "payment_failed") else SUPERSEDED
+@handles(
+    "customer.subscription.created",
+    "customer.subscription.updated",
+    "customer.subscription.paused",
+    "customer.subscription.resumed",
+)
+def subscription_changed(conn: psycopg.Connection, event: Event) -> str:
+    return SUBSCRIPTION_UPDATED if _apply(conn, event) else SUPERSEDED
 
 
 @handles("customer.subscription.deleted")
 def subscription_deleted(conn: psycopg.Connection, event: Event) -> str:
+    return REVOKED if _apply(conn, event, final=True) else ALREADY_REVOKED
+
+
+@handles("customer.subscription.trial_will_end")
+def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
+    """Three days before a trial ends (or at once when it is ended early): tell the shop."""
+    _apply(conn, event)
     subscription = event.object
-    reason = (subscription.get("cancellation_details") or {}).get("reason")
-    row = conn.execute(
-        _REVOKE,
-        [require_id(subscription.get("id"), "subscription id"), event.account_key,
-         require_created(event), reason],
-    ).fetchone()
-    return REVOKED if row else ALREADY_REVOKED
+    outbox.enqueue(
+        conn,
+        TRIAL_ENDING_JOB,
+        {
+            "subscription_id": subscription["id"],
+            "account": event.account,
+            "customer": _id_of(subscription.get("customer")),
+            "trial_end": subscription.get("trial_end"),
+            "event_id": event.id,
+        },
+        idempotency_key=f"{TRIAL_ENDING_JOB}:{subscription['id']}:{event.id}",
+    )
+    return TRIAL_ENDING

@@ -1,0 +1,200 @@
+"""The `subscription_access` rule across Stripe's real lifecycle: renewals, dunning, pauses, trials.
+
+The rule is asked at chosen moments through `subscription_access_at(ts)`
+(the view is that function at now()), after delivering every event Stripe
+would have sent by then, so "throughout" means at each probe in between.
+"""
+import time
+from datetime import timedelta
+
+import pytest
+
+from tests.conftest import post_event
+from tests.stories import DAY, deliver
+from tests.subscription_stories import (
+    AFTER_RETRIES, HOUR, MONTH, RETRIES_END, Story, access_at, dunning, jobs, pre_basil, renewal,
+)
+from webhooks.stripe import access
+from webhooks.stripe.access import ACCESS_CHANGED
+from webhooks.stripe.subscriptions import TRIAL_ENDING_JOB
+
+START = 1_780_000_000  # a fixed calendar: these tests never read the clock
+MINUTE = 60
+
+
+def _period(db, subscription_id: str) -> tuple:
+    return db.execute(
+        "SELECT current_period_start, current_period_end FROM subscriptions"
+        " WHERE subscription_id = %s", [subscription_id],
+    ).fetchone()
+
+
+def walk(client, db, story: Story, events, probes) -> dict[int, tuple]:
+    """Access at each probe (seconds after the story's start), events delivered as time passes."""
+    pending = sorted((evt for _, evt in events), key=lambda e: e["created"])
+    seen = {}
+    for offset in sorted(probes):
+        moment = story.start + offset
+        due = [e for e in pending if e["created"] <= moment]
+        pending = pending[len(due):]
+        deliver(client, due)
+        seen[offset] = access_at(db, story.sub, moment)
+    return seen
+
+
+@pytest.mark.parametrize("feed", ["mirror", "invoices_only"])
+def test_a_renewal_paid_90_minutes_after_the_period_end_keeps_access_throughout(client, db, feed):
+    story = Story(START)
+    events = renewal(story, paid_after=90 * MINUTE)
+    if feed == "invoices_only":  # an endpoint subscribed to invoice events alone
+        events = [(name, evt) for name, evt in events if evt["type"].startswith("invoice.")]
+    probes = [10, MONTH - 1, MONTH, MONTH + 30 * MINUTE, MONTH + 60 * MINUTE, MONTH + 89 * MINUTE,
+              MONTH + 91 * MINUTE, MONTH + DAY, 2 * MONTH - 1]
+    seen = walk(client, db, story, events, probes)
+    assert all(has for has, _ in seen.values()), seen
+    expected = "active" if feed == "mirror" else "paid_through"
+    assert seen[MONTH + 89 * MINUTE] == (True, expected)
+
+
+def test_without_a_paid_renewal_the_paid_through_rule_ends_after_the_margin(client, db):
+    story = Story(START)
+    events = renewal(story)[1:2]  # only the first invoice, paid; no renewal
+    seen = walk(client, db, story, events, [MONTH + 2 * HOUR - 1, MONTH + 2 * HOUR])
+    assert seen == {MONTH + 2 * HOUR - 1: (True, "paid_through"),
+                    MONTH + 2 * HOUR: (False, "period_ended")}
+
+
+@pytest.mark.parametrize("after_retries", AFTER_RETRIES)
+def test_failed_retries_end_access_within_grace_whatever_stripe_does_after_them(
+    client, db, after_retries
+):
+    story = Story(START)
+    # WEBHOOK_SUBSCRIPTION_GRACE's default, from the unpaid period's start
+    grace_end = MONTH + 3 * DAY
+    probes = [MONTH + 2 * HOUR, MONTH + 2 * DAY, grace_end - 1, grace_end, RETRIES_END + DAY]
+    seen = walk(client, db, story, dunning(story, after_retries), probes)
+    assert seen[MONTH + 2 * HOUR] == (True, "past_due_grace")
+    assert seen[grace_end - 1] == (True, "past_due_grace")
+    assert seen[grace_end] == (False, "grace_expired")
+    final = {"cancel": "canceled", "unpaid": "unpaid", "past_due": "grace_expired"}[after_retries]
+    assert seen[RETRIES_END + DAY] == (False, final)
+
+
+def test_marked_unpaid_after_retries_loses_access_without_a_deleted_event(client, db):
+    """Done-when: the Dashboard's "mark unpaid" setting sends no customer.subscription.deleted."""
+    now = int(time.time())
+    story = Story(now - MONTH - DAY)  # renewed a day ago, retries ended an hour ago
+    events = dunning(story, "unpaid")
+    events[-1][1]["created"] = now - HOUR
+    assert "customer.subscription.deleted" not in {evt["type"] for _, evt in events}
+    outcomes = deliver(client, [evt for _, evt in events])
+    assert outcomes[-1] == "subscription_updated"
+    assert db.execute(
+        "SELECT has_access, reason FROM subscription_access WHERE subscription_id = %s", [story.sub]
+    ).fetchone() == (False, "unpaid")
+    changes = [(j["change"], j["reason"], j["event_type"]) for j in jobs(db, ACCESS_CHANGED)]
+    assert changes == [("granted", "active", "customer.subscription.updated"),
+                       ("revoked", "unpaid", "customer.subscription.updated")]
+
+
+@pytest.mark.parametrize("behavior, has_access", [
+    ("void", False), ("keep_as_draft", True), ("mark_uncollectible", True),
+])
+def test_paused_collection_ends_access_only_when_its_invoices_are_voided(
+    client, db, behavior, has_access
+):
+    story = Story(START)
+    events = renewal(story)[:3]
+    pause = {"behavior": behavior, "resumes_at": START + 20 * DAY}
+    events += [
+        ("paused", story.subscription("updated", START + 10 * DAY, "active", START,
+                                      pause_collection=pause)),
+        ("resumed", story.subscription("updated", START + 20 * DAY, "active", START)),
+    ]
+    seen = walk(client, db, story, events, [5 * DAY, 15 * DAY, 25 * DAY])
+    paused_reason = "active" if has_access else "collection_paused"
+    assert seen == {5 * DAY: (True, "active"), 15 * DAY: (has_access, paused_reason),
+                    25 * DAY: (True, "active")}
+
+
+def test_a_trial_ending_without_a_payment_method_pauses_access_until_resumed(client, db):
+    story = Story(START)
+    trial_end = START + 14 * DAY
+    trialing = {"trial_start": START, "trial_end": trial_end, "default_payment_method": None,
+                "trial_settings": {"end_behavior": {"missing_payment_method": "pause"}}}
+    events = [
+        ("created", story.subscription("created", START, "trialing", START, **trialing)),
+        ("trial_will_end", story.subscription("trial_will_end", trial_end - 3 * DAY,
+                                              "trialing", START, **trialing)),
+        ("paused", story.subscription("paused", trial_end, "paused", trial_end,
+                                      **trialing)),
+        ("resumed", story.subscription("resumed", trial_end + 2 * DAY, "active",
+                                       trial_end + 2 * DAY, **trialing)),
+    ]
+    seen = walk(client, db, story, events, [DAY, 12 * DAY, 14 * DAY + 1, 15 * DAY, 17 * DAY])
+    assert seen == {DAY: (True, "trialing"), 12 * DAY: (True, "trialing"),
+                    14 * DAY + 1: (False, "paused"), 15 * DAY: (False, "paused"),
+                    17 * DAY: (True, "active")}
+    deliver(client, [events[1][1]])  # Stripe resends the notice: replayed, no second job
+    (job,) = jobs(db, TRIAL_ENDING_JOB)
+    assert (job["subscription_id"], job["trial_end"]) == (story.sub, trial_end)
+    assert job["key"] == f"{TRIAL_ENDING_JOB}:{story.sub}:{events[1][1]['id']}"
+
+
+def test_an_upgrade_mid_period_takes_the_new_items_period_and_keeps_access(client, db):
+    story = Story(START)
+    events = renewal(story)[:3]
+    upgrade_at = START + 10 * DAY
+    upgraded = story.subscription("updated", upgrade_at, "active", upgrade_at)
+    item = upgraded["data"]["object"]["items"]["data"][0]
+    item.update(id="si_upgraded", price={**item["price"], "id": "price_pro", "unit_amount": 15000})
+    proration = story.invoice("invoice.paid", story.invoice_id(), upgrade_at, upgrade_at + 5)
+    stale = story.subscription("updated", START + 5 * DAY, "active", START)
+    events += [("upgraded", upgraded), ("proration_paid", proration)]
+    seen = walk(client, db, story, events, [DAY, 10 * DAY, 10 * DAY + 10, MONTH + DAY])
+    assert all(has for has, _ in seen.values()), seen
+    assert deliver(client, [stale]) == ["superseded"]
+    period = _period(db, story.sub)
+    assert [p.timestamp() for p in period] == [upgrade_at, upgrade_at + MONTH]
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
+
+
+def test_pre_basil_subscriptions_carry_their_period_on_the_subscription(client, db):
+    story = Story(START)
+    _, evt = renewal(story)[3]
+    assert deliver(client, [pre_basil(evt)]) == ["subscription_updated"]
+    period = _period(db, story.sub)
+    assert [p.timestamp() for p in period] == [START + MONTH, START + 2 * MONTH]
+
+
+def test_a_deletion_is_final_against_a_newer_update_delivered_after_it(client, db):
+    story = Story(START)
+    deleted = dunning(story, "cancel")[-1][1]
+    later = story.subscription("updated", START + RETRIES_END + 60, "active", START)
+    assert deliver(client, [deleted, later, deleted]) == ["revoked", "superseded", "revoked"]
+    assert access_at(db, story.sub, START + RETRIES_END + 120) == (False, "canceled")
+
+
+def test_the_grace_setting_reaches_the_view(make_app, db):
+    client = make_app(WEBHOOK_SUBSCRIPTION_GRACE="1d").test_client()
+    story = Story(START)
+    seen = walk(client, db, story, dunning(story, "past_due"), [MONTH + DAY - 1, MONTH + DAY])
+    assert seen == {
+        MONTH + DAY - 1: (True, "past_due_grace"), MONTH + DAY: (False, "grace_expired"),
+    }
+    assert db.execute("SELECT grace FROM subscription_access_settings").fetchone()[0].days == 1
+
+
+def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
+    story = Story(START)
+    evt = story.subscription("updated", START, "on_hold", START)
+    response = post_event(client, evt)
+    assert response.status_code == 400
+    assert db.execute("SELECT count(*) FROM subscriptions").fetchone()[0] == 0
+
+
+def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():
+    started = time.monotonic()
+    nowhere = "postgresql://root@127.0.0.1:1/none"
+    access.publish_settings(nowhere, timedelta(days=1), timedelta(hours=1))
+    assert time.monotonic() - started < 5
