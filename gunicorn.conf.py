@@ -6,11 +6,19 @@ import tempfile
 from pathlib import Path
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
-# Sync workers: a delivery is one short transaction, and each worker keeps
-# its own small pool (WEBHOOK_POOL_MAX_SIZE, default 2).
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
-worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "sync")
-threads = int(os.environ.get("GUNICORN_THREADS", "1"))
+# Threads, not sync workers: a duplicate waiting on the winner's claim holds
+# a thread and a pooled connection rather than a whole process, and
+# keep-alive saves a TCP connection per delivery. The worker class reads each
+# request whole in its event loop before a thread takes it, so slow clients
+# hold no thread (webhooks/service/serving.py); chosen by measurement, see
+# README "Serving".
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
+worker_class = os.environ.get(
+    "GUNICORN_WORKER_CLASS", "webhooks.service.serving.BufferingThreadWorker"
+)
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+# One pooled connection per thread, so a thread never waits for another's.
+os.environ.setdefault("WEBHOOK_POOL_MAX_SIZE", str(threads))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = 20
 keepalive = 5

@@ -16,9 +16,11 @@ table shows medians over rounds and each round's value.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,12 +36,21 @@ from psycopg.conninfo import make_conninfo
 from webhooks.ops import audit, loadtest, samples
 from webhooks.ops.loadtest import markdown_table, percentile
 
-from . import apps, cpu, pgbench, profile, servers
+from . import apps, cpu, pgbench, profile, servers, wrk
 
 SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
 WARM_UP_EVENTS = 300
-ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big")
+ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big",
+        "wrk_service", "wrk_service_dup", "seed", "seed_dup", "wrk_trivial")
+# Rows driven by wrk: (what serves, K > 1); the seed rows serve the article's Node handler.
+_WRK_ROWS = {"wrk_service": ("service", False), "wrk_service_dup": ("service", True),
+             "seed": ("seed", False), "seed_dup": ("seed", True), "wrk_trivial": ("trivial", False)}
+_COMPLETED = {
+    "service": "SELECT count(*) FROM webhook_events WHERE status = 'completed'",
+    "seed": "SELECT count(*) FROM idempotency_keys WHERE status = 'completed'",
+}
+_DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
 # Environment that changes how the rows are served: shown with the results.
 _SETTINGS = ("WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS", "GUNICORN_CMD_ARGS",
              "WEBHOOK_POOL_MAX_SIZE")
@@ -92,14 +103,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="server to create private schemas on (default: $DATABASE_URL or %(default)s)")
     parser.add_argument("--rows", type=_row_names, default=list(ROWS),
                         help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)")
+    parser.add_argument("--wrk-cpus", help="taskset CPU list for wrk (default: not pinned)")
     parser.add_argument("--profile", type=Path,
                         help="record py-spy collapsed stacks of the service's first round here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench",)}
+    for tool, rows in needs.items():
+        if set(rows) & set(args.rows) and shutil.which(tool) is None:
+            parser.error(f"{tool} is not installed (Debian: apt-get install "
+                         f"{ {'pgbench': 'postgresql-client', 'node': 'nodejs npm'}.get(tool, tool)})")
+    return args
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, empty: str, filled: str, workdir: Path):
-        self.args, self.empty, self.filled, self.workdir = args, empty, filled, workdir
+    def __init__(self, args: argparse.Namespace, empty: str, filled: str, seed: str, workdir: Path):
+        self.args, self.empty, self.filled, self.seed, self.workdir = args, empty, filled, seed, workdir
         self.rates: dict[tuple, float] = {}  # last measured events/s, to size the next round
         self.profile_pending = args.profile
 
@@ -113,10 +131,18 @@ class Bench:
                        "(p99: one payment's 3 transactions)",
             "naive": f"naive check-then-insert, no unique index, K={k}",
             "service_big": f"service, K=1, ledger pre-filled with {self.args.ledger_rows:,} rows",
+            "wrk_service": "service, K=1, wrk",
+            "wrk_service_dup": f"service, K={k} duplicates racing, wrk",
+            "seed": "seed article's handler (Node: express + pg + stripe), K=1, wrk",
+            "seed_dup": f"seed article's handler, K={k} duplicates racing, wrk",
+            "wrk_trivial": "HTTP ceiling: trivial Flask endpoint, no DB, wrk",
         }
 
     def measure(self, row: str) -> Measure:
         k = self.args.duplicates
+        if row in _WRK_ROWS:
+            served, racing = _WRK_ROWS[row]
+            return self._wrk(served, k if racing else 1)
         if row == "pgbench":
             outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds)
             rate = outcome.deliveries_per_s
@@ -156,6 +182,42 @@ class Bench:
                 result = self._deliver(url, events, duplicates)
         self.rates[key] = result.events_per_s
         return events, _measure(result, meter.used), result
+
+    def _wrk(self, served: str, duplicates: int) -> Measure:
+        """wrk for about --seconds; unique events/s and exactly-once read from the database."""
+        conninfo = self.seed if served == "seed" else self.empty
+        name = f"bench-{os.getpid()}"
+        dsn = make_conninfo(conninfo, application_name=name)
+        env = {"DATABASE_URL": servers.libpq_url(dsn) if served == "seed" else dsn,
+               "STRIPE_WEBHOOK_SECRET": SECRET}
+        serve = {"seed": servers.seed,
+                 "service": functools.partial(servers.gunicorn, "wsgi:app"),
+                 "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial")}[served]
+        requests = self.workdir / "requests"
+        key = (served, duplicates)
+        with serve(env, self.workdir / "server.log") as (url, pid):
+            wrk.write_requests(requests, url, SECRET, samples.payment_stream(WARM_UP_EVENTS), duplicates)
+            wrk.run(url, requests, self.args.concurrency, 1, self.args.wrk_cpus)
+            # Enough events that wrk never wraps round to replays within the window.
+            count = int(self.rates.get(key, 1500) * self.args.seconds * 1.5) + WARM_UP_EVENTS
+            wrk.write_requests(requests, url, SECRET, samples.payment_stream(count), duplicates)
+            before = self._completed(served, conninfo)
+            meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name))
+            with meter:
+                run = wrk.run(url, requests, self.args.concurrency, self.args.seconds, self.args.wrk_cpus)
+        attempts = run.requests_per_s * run.seconds
+        events = (self._completed(served, conninfo) - before) if served in _COMPLETED else attempts
+        self.rates[key] = events / run.seconds
+        notes = Counter({f"non-2xx: {run.non_2xx}": 1} if run.non_2xx else {})
+        if served in _COMPLETED:
+            doubled = self._sql(conninfo, _DOUBLE_FULFILMENTS)[0][0]
+            notes["no double fulfilment" if doubled == 0 else f"DOUBLE FULFILMENTS: {doubled}"] += 1
+        used = {**meter.used, "client": run.cpu_s}
+        return Measure(events / run.seconds, run.requests_per_s, run.p99_ms, notes,
+                       {part: seconds / attempts * 1e6 for part, seconds in used.items()})
+
+    def _completed(self, served: str, conninfo: str) -> int:
+        return self._sql(conninfo, _COMPLETED[served])[0][0] if served in _COMPLETED else 0
 
     def _deliver(self, url: str, events: list[dict], duplicates: int) -> loadtest.Result:
         deliveries = loadtest.plan(events, duplicates, together=True)
@@ -213,6 +275,12 @@ def _ratio_specs(args: argparse.Namespace):
         (f"service K={k} / service K=1 (unique events/s)", "service_dup", ("service",), min),
         (f"naive K={k} / service K={k} (unique events/s)", "naive", ("service_dup",), min),
         (f"service on {filled} ledger rows / on an empty ledger", "service_big", ("service",), min),
+        ("**service / seed article's handler, K=1 (wrk)** (target >= 1.0)", "wrk_service", ("seed",), min),
+        (f"**service / seed article's handler, K={k} (wrk)** (target >= 1.0)", "wrk_service_dup",
+         ("seed_dup",), min),
+        ("service / combined ceiling 1 / (1/HTTP + 1/DB), wrk (target >= 0.8)", "wrk_service",
+         ("wrk_trivial", "pgbench"),
+         lambda rates: 1 / sum(1 / rate for rate in rates)),
     ]
 
 
@@ -244,7 +312,7 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
     overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
         f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
-        + (f" with {', '.join(overrides)}" if overrides else " (sync workers, 2 x cores + 1)")
+        + (f" with {', '.join(overrides)}" if overrides else " (buffering gthread worker, workers = cores, 8 threads each, keep-alive)")
         + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
         f"about {args.seconds} s per row; medians over rounds"
     )
@@ -261,8 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     rounds: list[dict[str, Measure]] = []
     with servers.private_schema(args.database_url) as empty, \
             servers.private_schema(args.database_url) as filled, \
+            servers.private_schema(args.database_url, migrated=False) as seed, \
             tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(args, empty, filled, Path(tmp))
+        servers.seed_schema(seed)
+        bench = Bench(args, empty, filled, seed, Path(tmp))
         Bench._sql(empty, apps.NAIVE_TABLE)
         if "service_big" in args.rows:
             started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""What a benchmark row runs against: a private schema and a gunicorn process."""
+"""What a benchmark row runs against: a private schema and a gunicorn (or the seed's Node) process."""
 from __future__ import annotations
 
 import contextlib
@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 import requests
@@ -20,15 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def private_schema(server_url: str):
-    """A migrated schema of our own; yields a conninfo whose search_path is it."""
+def private_schema(server_url: str, migrated: bool = True):
+    """A schema of our own, migrated unless told; yields a conninfo whose search_path is it."""
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
         options = conninfo_to_dict(server_url).get("options", "")
         url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
-        migrate.migrate(url)
+        if migrated:
+            migrate.migrate(url)
         yield url
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
@@ -44,11 +46,45 @@ def free_port() -> int:
 @contextlib.contextmanager
 def gunicorn(app: str, env: dict[str, str], log_path: Path):
     """The project's gunicorn.conf.py serving `app`; yields its base URL once it answers."""
+    command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", app]
+    with _served(command, ROOT, env, log_path) as served:
+        yield served
+
+
+SEED = ROOT / "bench" / "peers" / "seed"
+
+
+@contextlib.contextmanager
+def seed(env: dict[str, str], log_path: Path):
+    """The seed article's Node handler; yields its base URL once it answers."""
+    if not (SEED / "node_modules").exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=SEED, check=True,
+                       stdout=subprocess.DEVNULL)
+    with _served(["node", "server.js"], SEED, env, log_path) as served:
+        yield served
+
+
+def seed_schema(conninfo: str) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute((SEED / "schema.sql").read_text())
+
+
+def libpq_url(conninfo: str) -> str:
+    """`conninfo` as a URL (node-postgres takes no key=value strings)."""
+    params = conninfo_to_dict(conninfo)
+    query = {k: v for k, v in params.items() if k in ("options", "application_name")}
+    auth = params.get("user", "") + (f":{params['password']}" if params.get("password") else "")
+    return (f"postgresql://{auth}@{params.get('host', '127.0.0.1')}:{params.get('port', 5432)}"
+            f"/{params.get('dbname', '')}?{urlencode(query, quote_via=quote)}")
+
+
+@contextlib.contextmanager
+def _served(command: list[str], cwd: Path, env: dict[str, str], log_path: Path):
     port = free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", app],
-            cwd=ROOT,
+            command,
+            cwd=cwd,
             env={**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(port)},
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -66,11 +102,11 @@ def _wait_healthy(proc: subprocess.Popen, url: str, log_path: Path, timeout: flo
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"gunicorn exited:\n{log_path.read_text()}")
+            raise RuntimeError(f"server exited:\n{log_path.read_text()}")
         try:
             if requests.get(url + "/healthz", timeout=2).status_code == 200:
                 return
         except requests.RequestException:
             pass
         time.sleep(0.1)
-    raise TimeoutError(f"gunicorn not healthy after {timeout} s:\n{log_path.read_text()}")
+    raise TimeoutError(f"server not healthy after {timeout} s:\n{log_path.read_text()}")

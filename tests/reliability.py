@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
 DEFAULT_RESULTS = ROOT / ".data" / "reliability-results.jsonl"
-MODULES = ("tests/test_faults.py", "tests/test_hostile_input.py", "tests/test_security.py")
+MODULES = ("tests/test_faults.py", "tests/test_serving.py", "tests/test_hostile_input.py",
+           "tests/test_security.py")
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 FULL = os.environ.get("RELIABILITY_FULL") == "1"
 

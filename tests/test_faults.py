@@ -23,7 +23,7 @@ import requests
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import PoolTimeout
 
-from tests.conftest import Gunicorn, migrated_schema, scripted_event, service_env
+from tests.conftest import Gunicorn, migrated_schema, scripted_event, service_env, signed_headers
 from tests.provider import (
     Load,
     Provider,
@@ -34,6 +34,7 @@ from tests.provider import (
     status_counts,
 )
 from tests.reliability import sized
+from webhooks.ops import samples
 from webhooks.service.config import Settings
 from webhooks.service.db import open_pool
 
@@ -433,3 +434,48 @@ def test_pool_connects_promptly_once_postgres_is_back(private_server, private_da
         f"first connection {served_after * 1000:.0f} ms after PostgreSQL was back",
         served_after_s=served_after,
     )
+
+
+def test_database_down_answers_503_within_a_second_and_the_first_retry_after_succeeds(
+    private_server, private_database_url, figures
+):
+    server = Gunicorn(service_env(private_database_url, WEB_CONCURRENCY=2))
+    try:
+        socket_dir = _stop(private_server)
+        events = [evt for _ in range(4) for evt in samples.payment_events()]
+        down = [_timed_post(server.url, evt) for evt in events]
+        ready_s, ready_status = _timed(lambda: requests.get(server.url + "/readyz", timeout=10))
+        _start(private_server, socket_dir)
+        retry_s, retry_status = _timed_post(server.url, events[0])
+    finally:
+        server.stop()
+
+    assert {status for _, status in down} == {503}
+    slowest = max(seconds for seconds, _ in down)
+    assert slowest < 1.0
+    assert ready_status == 503 and ready_s < 2.0
+    assert retry_status == 200
+    figures.record(
+        "PostgreSQL down (private server stopped): deliveries and /readyz while it is down, "
+        "then the first retry after it is back",
+        "each delivery answers 503 within 1 s, /readyz 503 within 2 s, never a long pool wait; "
+        "the first retry after the outage succeeds",
+        f"{len(down)} deliveries answered 503, slowest after {slowest * 1000:.0f} ms; /readyz 503 "
+        f"after {ready_s * 1000:.0f} ms; first retry after restart {retry_status} in "
+        f"{retry_s * 1000:.0f} ms",
+        slowest_503_ms=slowest * 1000,
+        readyz_ms=ready_s * 1000,
+    )
+
+
+def _timed(call) -> tuple[float, int]:
+    started = time.monotonic()
+    status = call().status_code
+    return time.monotonic() - started, status
+
+
+def _timed_post(url: str, evt: dict) -> tuple[float, int]:
+    body = samples.encode(evt)
+    return _timed(lambda: requests.post(
+        url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=10
+    ))

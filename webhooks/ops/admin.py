@@ -12,7 +12,7 @@ from flask import Blueprint, Flask, Response, render_template, request
 
 from . import history
 
-from ..service import outbox
+from ..service import db, outbox
 
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -41,7 +41,7 @@ def install(app: Flask, token: str | None, pool) -> None:
         if not hmac.compare_digest(_presented_token().encode(), token.encode()):
             return Response("admin token required\n", 401, mimetype="text/plain",
                             headers={"WWW-Authenticate": "Bearer"})
-        with pool.get().connection() as conn:
+        with db.connection(pool.get()) as conn:
             html = render_template(
                 "admin.html",
                 events=history.events(conn, limit=50),

@@ -51,6 +51,9 @@ class Settings:
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
     max_body_bytes: int = 512 * 1024
+    # A request (headers and body) not fully received this long after its
+    # first byte, or after the connection opened, is answered 408 and closed.
+    request_read_timeout_s: float = 10.0
     # How long a duplicate waits for an in-flight claim before answering 409.
     lock_timeout_ms: int = 1000
     # Bounds on how long a stuck worker can hold a claim.
@@ -58,7 +61,9 @@ class Settings:
     idle_in_transaction_timeout_ms: int = 15_000
     pool_min_size: int = 1
     pool_max_size: int = 2
-    pool_timeout_s: float = 5.0
+    # How long a delivery waits for a pooled connection: with the database
+    # down or refusing, this is what a 503 takes, so it stays well under 1 s.
+    pool_timeout_s: float = 0.5
     data_dir: str = ".data"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()
@@ -128,6 +133,7 @@ _FROM_ENV = {
     "port": ("PORT", int),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
+    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", float),
     "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", int),
     "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", int),
     "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", int),

@@ -9,7 +9,7 @@ import structlog
 from flask import Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import ingest, metrics, migrate, registry, signature, startup
+from . import db, ingest, metrics, migrate, registry, signature, startup
 from .config import Settings
 from .db import open_pool
 from .events import InvalidEvent, mode_outcome, parse
@@ -108,7 +108,9 @@ def create_app(settings: Settings | None = None) -> Flask:
         if not settings.webhook_secrets:
             return _error(503, startup.SECRET_MISSING)
         try:
-            with pool.get().connection(timeout=2.0) as conn:
+            # The pool's own wait (WEBHOOK_POOL_TIMEOUT_SECONDS), so a probe
+            # answers within it when the database is down.
+            with db.connection(pool.get()) as conn:
                 current = migrate.is_current(conn)
         except Exception as exc:
             return _error(503, "database_unavailable", type(exc).__name__)
@@ -133,6 +135,10 @@ def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGa
     body = _read_body(settings.max_body_bytes)
     if body is None:
         return _refuse(413, "body_too_large")
+    if request.content_length is not None and len(body) < request.content_length:
+        # The client stopped before its declared length: a framing error,
+        # whatever the bytes that did arrive say.
+        return _refuse(400, "body_incomplete")
     event = None
     try:
         text = signature.verify(

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import structlog
 from psycopg import errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import ledger, registry
+from . import db, ledger, registry
 from .config import Settings
 from .db import is_unavailable
 from .events import Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
@@ -119,7 +119,7 @@ def _settle(
 def _claim_and_fulfil(
     pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
 ) -> Answer | None:
-    with pool.connection() as conn, conn.transaction():
+    with db.connection(pool) as conn, conn.transaction():
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
             stored = ledger.stored_answer(conn, provider, event.id)
@@ -134,8 +134,12 @@ def _claim_and_fulfil(
 
 def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exception) -> None:
     log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
+    if isinstance(exc, PoolTimeout):
+        # No connection could be had a moment ago: waiting for another one
+        # to record that would only delay the 503 (the log line records it).
+        return
     try:
-        with pool.connection(timeout=1.0) as conn, conn.transaction():
+        with db.connection(pool) as conn, conn.transaction():
             ledger.record_failure(conn, provider, event, exc)
     except Exception as record_exc:
         log.error("failure_not_recorded", event_id=event.id, error=type(record_exc).__name__)

@@ -24,7 +24,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
-from . import outbox
+from . import db, outbox
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +66,7 @@ class OutboxCollector:
             labels=["status"],
         )
         try:
-            with self._pool.get().connection(timeout=2.0) as conn:
+            with db.connection(self._pool.get(), timeout=2.0) as conn:
                 counts = outbox.depth(conn)
         except Exception as exc:  # a scrape must still answer when the database does not
             log.warning("outbox_metrics_unavailable", error=type(exc).__name__)

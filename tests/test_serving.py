@@ -1,0 +1,103 @@
+"""The served stack (gunicorn.conf.py's defaults) against clients that do not send
+their request: slow ones cannot stall deliveries, and a short body is refused."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from bench import slow_clients
+from tests.conftest import SECRET, signed_headers, table_counts
+from tests.reliability import sized
+from webhooks.ops import samples
+from webhooks.service.serving import Framing
+
+
+def test_slow_clients_are_cut_and_never_stall_deliveries(gunicorn, db, figures):
+    trickle, silent = 200, 200
+    seconds, read_timeout_s = sized((20, 3), (60, 10))
+    server = gunicorn(
+        WEB_CONCURRENCY=os.cpu_count(), WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=read_timeout_s
+    )
+    report = slow_clients.run(server.url, SECRET, seconds, trickle, silent)
+    log = server.output()
+
+    assert set(report.statuses) == {"200"}
+    assert report.p99_ms() <= 1000
+    assert report.cut_after_s and max(report.cut_after_s) <= read_timeout_s + 1.5
+    assert set(report.cut_by) == {"HTTP/1.1 408 Request Timeout"}
+    for misleading in ("WORKER TIMEOUT", "SIGKILL", "[ERROR]", "Traceback"):
+        assert misleading not in log
+    figures.record(
+        f"{trickle} connections trickling one body byte per second and {silent} sending "
+        f"headers and no body, each re-opened when cut, for {seconds} s "
+        f"(read timeout {read_timeout_s} s)",
+        "valid deliveries sent meanwhile answered 200 with p99 <= 1 s; every slow connection "
+        "answered 408 and closed within the read timeout; no worker killed, no error logged",
+        f"{len(report.latencies_ms)} deliveries, p99 {report.p99_ms():.0f} ms, max "
+        f"{max(report.latencies_ms):.0f} ms; {report.opened} slow connections opened, "
+        f"{len(report.cut_after_s)} cut with 408 after {min(report.cut_after_s):.1f}-"
+        f"{max(report.cut_after_s):.1f} s",
+        p99_ms=report.p99_ms(),
+        cut_max_s=max(report.cut_after_s),
+    )
+
+
+def test_body_shorter_than_its_content_length_is_400_and_writes_nothing(gunicorn, db, figures):
+    server = gunicorn()
+    body = samples.encode(samples.payment_events()[1])
+    headers = signed_headers(body)
+    request = (
+        f"POST /webhooks/stripe HTTP/1.1\r\nHost: test\r\nContent-Length: {len(body) + 10}\r\n"
+        f"Stripe-Signature: {headers['Stripe-Signature']}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", server.port)) as conn:
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)  # sent everything it had: 10 bytes short
+        # The server answers and closes: the request was cut short.
+        answer = b"".join(iter(lambda: conn.recv(4096), b""))
+
+    status_line = answer.split(b"\r\n")[0].decode()
+    assert status_line.startswith("HTTP/1.1 400")
+    assert b'"body_incomplete"' in answer
+    assert table_counts(db) == {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
+    figures.record(
+        "validly signed body 10 bytes shorter than its Content-Length, client half-closes",
+        "400 body_incomplete; nothing written",
+        f"answer {status_line}; ledger, failures and fulfilments empty",
+    )
+
+
+def test_framing_waits_for_the_whole_body_whatever_its_encoding():
+    head = b"POST / HTTP/1.1\r\nHost: x\r\n"
+    assert not Framing(head, 100).complete
+    assert Framing(head + b"\r\n", 100).complete
+    sized_request = head + b"Content-Length: 5\r\n\r\n"
+    assert not Framing(sized_request + b"abcd", 100).complete
+    assert Framing(sized_request + b"abcde", 100).complete
+    chunked = head + b"Transfer-Encoding: chunked\r\n\r\n"
+    assert not Framing(chunked + b"5\r\nab", 100).complete
+    assert not Framing(chunked + b"5\r\nabcde\r\n", 100).complete
+    assert not Framing(chunked + b"5\r\nabcde\r\n0\r\n", 100).complete
+    assert Framing(chunked + b"5\r\nabcde\r\n0\r\n\r\n", 100).complete
+    # Over the body cap: handed over at once for the app's 413, then closed.
+    too_big = Framing(head + b"Content-Length: 101\r\n\r\n", 100)
+    assert too_big.complete and too_big.close_after
+    assert Framing(chunked + b"65\r\n" + b"a" * 50, 100).close_after
+    assert Framing(head + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n", 100).expects_continue
+
+
+def test_stopping_the_server_does_not_wait_for_slow_connections(gunicorn):
+    server = gunicorn(WEB_CONCURRENCY=2)
+    slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(20)]
+    for conn in slow:
+        conn.sendall(b"POST /webhooks/stripe HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n")
+    time.sleep(1.0)  # every one accepted and waiting for its body
+    started = time.monotonic()
+    server.stop()
+    stopped_s = time.monotonic() - started
+    for conn in slow:
+        conn.close()
+
+    # Not the read timeout (10 s): a request that has not arrived has nothing to finish.
+    assert stopped_s < 3.0
