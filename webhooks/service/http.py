@@ -155,8 +155,9 @@ def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGa
         return _refuse(400, "invalid_signature", str(exc))
     except InvalidEvent as exc:
         return _refuse(400, exc.error, str(exc), event)
-    if schema.behind():
-        return _refuse(503, startup.SCHEMA_NOT_CURRENT, event=event)
+    refusal = schema.refusal()
+    if refusal:
+        return _refuse(503, refusal, event=event)
     answer = ingest.accept(pool.get(), PROVIDER, event, settings)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:

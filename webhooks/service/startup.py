@@ -12,17 +12,17 @@ import structlog
 
 from . import migrate
 from .config import Settings
-from .db import database_url
+from .db import connection, database_url
 
 log = structlog.get_logger(__name__)
 
 SECRET_MISSING = "webhook_secret_missing"
 SCHEMA_NOT_CURRENT = "schema_not_current"
-_CHECK_TIMEOUT_S = 1.0
+DATABASE_UNAVAILABLE = "database_unavailable"
 
 
 class SchemaGate:
-    """Whether this process knows the schema to be behind the code's migrations.
+    """Whether this process knows the schema to be current with the code's migrations.
 
     Once current it stays current (migrations only add), so a migrated
     server pays one query per process, not one per delivery.
@@ -32,16 +32,21 @@ class SchemaGate:
         self._pool = pool
         self._current = False
 
-    def behind(self) -> bool:
+    def refusal(self) -> str | None:
+        """None when deliveries may proceed; else the 503's error word.
+
+        Asked within the pool's own wait: a database that does not answer
+        here is answered for at once, not waited for a second time by the
+        delivery.
+        """
         if self._current:
-            return False
+            return None
         try:
-            with self._pool.get().connection(timeout=_CHECK_TIMEOUT_S) as conn:
+            with connection(self._pool.get()) as conn:
                 self._current = migrate.is_current(conn)
         except Exception:
-            # Unknown: the delivery itself meets the outage and answers for it.
-            return False
-        return not self._current
+            return DATABASE_UNAVAILABLE
+        return None if self._current else SCHEMA_NOT_CURRENT
 
 
 def announce(settings: Settings) -> None:
@@ -59,7 +64,7 @@ def announce(settings: Settings) -> None:
             current = migrate.is_current(conn)
     except psycopg.Error as exc:
         log.error(
-            "database_unavailable",
+            DATABASE_UNAVAILABLE,
             error=" ".join(str(exc).split())[:300],
             effect="/readyz and every delivery answer 503 until it answers",
         )
