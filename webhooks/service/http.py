@@ -7,13 +7,14 @@ import time
 
 import structlog
 from flask import Flask, Response, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wsgi import get_content_length
 
 from . import db, ingest, metrics, migrate, registry, signature, startup
 from .config import Settings
 from .db import open_pool
 from .events import InvalidEvent, mode_outcome, parse
 from .logs import configure as configure_logging
+from .route import STRIPE_PATH, StripeRoute, read_body
 
 log = structlog.get_logger(__name__)
 PROVIDER = "stripe"
@@ -50,54 +51,41 @@ def _error(status: int, error: str, detail: str | None = None) -> Response:
     return _json_response(status, body)
 
 
-def _read_body(limit: int) -> bytes | None:
-    """The raw body, or None when it exceeds `limit`.
-
-    Reads until one byte past the limit: a chunked body has no Content-Length
-    to refuse up front, Werkzeug's own cap truncates it silently, and a single
-    read() may return only part of any body.
-    """
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    chunks, size = [], 0
-    try:
-        while size <= limit:
-            chunk = request.stream.read(limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except RequestEntityTooLarge:
-        return None
-    return None if size > limit else b"".join(chunks)
-
-
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
     registry.load(settings.handler_modules)
     app = Flask(__name__)
-    # One byte of slack so _read_body, not Werkzeug, sees and refuses the overflow.
+    # One byte of slack so read_body, not Werkzeug, sees and refuses the overflow.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     pool = _LazyPool(settings)
     app.extensions["webhooks.pool"] = pool
     schema = startup.SchemaGate(pool)
 
-    @app.post("/webhooks/stripe")
-    def stripe_webhook() -> Response:
+    def serve_stripe(environ) -> Response:
         started = time.perf_counter()
-        response, event, refusal = _handle_stripe(settings, pool, schema)
+        response, event, refusal = _handle_stripe(settings, pool, schema, environ)
+        seconds = time.perf_counter() - started
+        outcome = response.headers.get("X-Outcome")
+        replayed = response.headers.get("Idempotent-Replayed") == "true"
         log.info(
             "delivery",
             event_id=event.id if event else None,
             event_type=event.type if event else None,
-            outcome=response.headers.get("X-Outcome", "rejected" if refusal else None),
+            outcome=outcome or ("rejected" if refusal else None),
             status=response.status_code,
-            replayed=response.headers.get("Idempotent-Replayed") == "true",
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            replayed=replayed,
+            duration_ms=round(seconds * 1000, 2),
             **refusal,
         )
+        observe.delivery(outcome, response.status_code, replayed, seconds)
         return response
+
+    # Served by StripeRoute ahead of Flask; declared so Flask's routing
+    # answers the path's other methods (405, OPTIONS) as before.
+    app.add_url_rule(
+        STRIPE_PATH, "stripe_webhook", lambda: serve_stripe(request.environ), methods=["POST"]
+    )
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -118,7 +106,8 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, startup.SCHEMA_NOT_CURRENT)
         return _json_response(200, '{"status":"ready"}')
 
-    metrics.install(app, pool)
+    observe = metrics.install(app, pool)
+    app.wsgi_app = StripeRoute(app, serve_stripe)
     startup.announce(settings)
     log.info("app_ready", pid=os.getpid())
     return app
@@ -129,13 +118,14 @@ def _refuse(status: int, error: str, detail: str | None = None, event=None):
     return _error(status, error, detail), event, {"error": error, "detail": detail}
 
 
-def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate):
+def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, environ):
     if not settings.webhook_secrets:
         return _refuse(503, startup.SECRET_MISSING)
-    body = _read_body(settings.max_body_bytes)
+    body = read_body(environ, settings.max_body_bytes)
     if body is None:
         return _refuse(413, "body_too_large")
-    if request.content_length is not None and len(body) < request.content_length:
+    length = get_content_length(environ)
+    if length is not None and len(body) < length:
         # The client stopped before its declared length: a framing error,
         # whatever the bytes that did arrive say.
         return _refuse(400, "body_incomplete")
@@ -143,7 +133,7 @@ def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGa
     try:
         text = signature.verify(
             body,
-            request.headers.get("Stripe-Signature"),
+            environ.get("HTTP_STRIPE_SIGNATURE"),
             settings.webhook_secrets,
             settings.signature_tolerance_s,
         )

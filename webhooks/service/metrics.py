@@ -9,10 +9,9 @@ are the same whichever process is asked.
 from __future__ import annotations
 
 import os
-import time
 
 import structlog
-from flask import Flask, Response, g, request
+from flask import Flask, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -118,13 +117,15 @@ class Metrics:
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
 
-    def observe_delivery(self, response: Response, seconds: float) -> None:
-        outcome = response.headers.get("X-Outcome") or "rejected"
-        self.deliveries.labels(outcome, str(response.status_code)).inc()
+    def delivery(self, outcome: str | None, status: int, replayed: bool, seconds: float) -> None:
+        """One answered webhook delivery, and the pool's figures since the last one."""
+        outcome = outcome or "rejected"
+        self.deliveries.labels(outcome, str(status)).inc()
         self.latency.observe(seconds)
-        conflict = "replayed" if response.headers.get("Idempotent-Replayed") else outcome
+        conflict = "replayed" if replayed else outcome
         if conflict in _CONFLICTS:
             self.conflicts.labels(_CONFLICTS[conflict]).inc()
+        self.observe_pool()
 
     def observe_pool(self) -> None:
         stats = self._pool.get().pop_stats()
@@ -143,18 +144,8 @@ class Metrics:
 
 
 def install(app: Flask, pool) -> Metrics:
+    """`GET /metrics` on `app`; webhook deliveries are reported to the returned Metrics."""
     metrics = Metrics(pool)
-
-    @app.before_request
-    def _start_clock() -> None:
-        g.metrics_started = time.perf_counter()
-
-    @app.after_request
-    def _observe(response: Response) -> Response:
-        if request.endpoint == "stripe_webhook":
-            metrics.observe_delivery(response, time.perf_counter() - g.metrics_started)
-            metrics.observe_pool()
-        return response
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
