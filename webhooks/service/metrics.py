@@ -9,6 +9,7 @@ are the same whichever process is asked.
 from __future__ import annotations
 
 import os
+import threading
 
 import structlog
 from flask import Flask, Response
@@ -113,6 +114,10 @@ class Metrics:
             )
             for name in _POOL_GAUGES
         }
+        # What each gauge was last set to in this process, and the lock that
+        # keeps that equal to the gauge when threads set it together.
+        self._pool_gauge_values: dict[str, float] = {}
+        self._pool_gauge_lock = threading.Lock()
         self.registry.register(SCOPE_CONFLICTS)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
@@ -128,11 +133,19 @@ class Metrics:
         self.observe_pool()
 
     def observe_pool(self) -> None:
+        # Only what changed is written: each write to a multi-process value
+        # takes a lock and a pid check, and most of these figures stay put
+        # from one delivery to the next.
         stats = self._pool.get().pop_stats()
         for name, counter in self.pool_counters.items():
-            counter.inc(stats.get(name, 0))
-        for name, gauge in self.pool_gauges.items():
-            gauge.set(stats.get(name, 0))
+            if stats.get(name):
+                counter.inc(stats[name])
+        with self._pool_gauge_lock:
+            for name, gauge in self.pool_gauges.items():
+                value = stats.get(name, 0)
+                if self._pool_gauge_values.get(name) != value:
+                    gauge.set(value)
+                    self._pool_gauge_values[name] = value
 
     def exposition(self) -> bytes:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
