@@ -3,9 +3,11 @@
 The statements are recorded, not rewritten: the three events of a fresh
 Checkout payment (session, payment intent, charge) go through
 `ingest.deliver` once while every statement psycopg sends is captured with
-its parameters rendered as literals. Each event becomes one transaction of
-a pgbench script, with its event ids and payment id turned into pgbench
-expressions so every run of the script is a new payment. Whatever the
+its parameters rendered as literals, BEGIN and COMMIT included where the
+service sends them (an event no handler acts on is one statement, no
+transaction). Each event's statements go into a pgbench script, with its
+event ids and payment id turned into pgbench expressions so every run of
+the script is a new payment. Whatever the
 handlers do (ledger, payments, fulfilments, outbox), the ceiling does too.
 """
 from __future__ import annotations
@@ -133,7 +135,7 @@ def _parameterise(statement: str, events: list[dict]) -> str:
 def script(recorded: list[list[str]]) -> str:
     lines = ["\\set n random(1, 1000000000000000)"]
     for statements in recorded:
-        lines += ["BEGIN;", *statements, "COMMIT;"]
+        lines += statements
     return "\n".join(lines) + "\n"
 
 

@@ -105,6 +105,34 @@ def connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[p
         pool.putconn(conn)
 
 
+def cursor(conn: psycopg.Connection) -> psycopg.Cursor:
+    """The connection's own cursor, made once, for statements whose rows are read at once.
+
+    `conn.execute` makes a cursor (and its adapters' cache) per statement;
+    reusing one cut a delivery's database path by about a tenth of its
+    CPU (micro-benchmark of ingest.accept: 552-612 -> 509-529 µs).
+    """
+    cur = getattr(conn, "reused_cursor", None)
+    if cur is None:
+        cur = conn.reused_cursor = conn.cursor()
+    return cur
+
+
+@contextlib.contextmanager
+def transaction(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    """BEGIN ... COMMIT on a pooled (autocommit) connection from `connection`.
+
+    Cheaper than psycopg's `conn.transaction()` (savepoint bookkeeping, a
+    statement path of its own). On an exception nothing is committed:
+    `connection` rolls the transaction back before the pool takes it.
+    A handler's own `conn.transaction()` inside still nests as a savepoint.
+    """
+    cur = cursor(conn)
+    cur.execute("BEGIN")
+    yield conn
+    cur.execute("COMMIT")
+
+
 def open_pool(settings: Settings, url: str | None = None, **overrides) -> ConnectionPool:
     options = dict(
         min_size=settings.pool_min_size,

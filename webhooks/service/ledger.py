@@ -9,13 +9,16 @@ from dataclasses import dataclass
 
 import psycopg
 
-from . import registry
+from . import db, registry
 from .events import Event
 
+# Completed at once (status, outcome, answer) when the answer is known before
+# any handler runs; else 'processing' until `complete`.
 _CLAIM = """
 INSERT INTO webhook_events
-    (provider, event_id, event_type, account, livemode, event_created, payload)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+    (provider, event_id, event_type, account, livemode, event_created, payload,
+     status, outcome, response_status, response_body, completed_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() END)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id
 """
@@ -48,14 +51,20 @@ class Stored:
     body: str
 
 
-def claim(conn: psycopg.Connection, provider: str, event: Event) -> int | None:
+def claim(
+    conn: psycopg.Connection, provider: str, event: Event,
+    completed: tuple[str, Stored] | None = None,
+) -> int | None:
     """Insert the ledger row; its id, or None when the event id is taken.
+
+    With `completed` (outcome, answer) the row is written completed, for an
+    event whose answer is known without running a handler.
 
     If another transaction holds an uncommitted claim on the same id, this
     blocks until that transaction ends or the session's lock_timeout fires
     (LockNotAvailable), which is what bounds a duplicate's wait.
     """
-    row = conn.execute(
+    row = db.cursor(conn).execute(
         _CLAIM,
         [
             provider,
@@ -65,9 +74,17 @@ def claim(conn: psycopg.Connection, provider: str, event: Event) -> int | None:
             event.livemode,
             event.created,
             event.raw,
+            *_completion(completed),
         ],
     ).fetchone()
     return row[0] if row else None
+
+
+def _completion(completed: tuple[str, Stored] | None) -> list:
+    if completed is None:
+        return ["processing", None, None, None, False]
+    outcome, stored = completed
+    return ["completed", outcome, stored.status, stored.body, True]
 
 
 def stored_answer(conn: psycopg.Connection, provider: str, event_id: str) -> Stored | None:
@@ -80,14 +97,14 @@ def stored_answer(conn: psycopg.Connection, provider: str, event_id: str) -> Sto
     None is a normal result: the row that beat our claim can have been pruned
     or (if it was never committed) be gone by the time we look.
     """
-    row = conn.execute(_STORED, [provider, event_id]).fetchone()
+    row = db.cursor(conn).execute(_STORED, [provider, event_id]).fetchone()
     if row is None or row[0] != "completed":
         return None
     return Stored(status=row[1], body=row[2])
 
 
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
-    conn.execute(_COMPLETE, [outcome, stored.status, stored.body, ledger_id])
+    db.cursor(conn).execute(_COMPLETE, [outcome, stored.status, stored.body, ledger_id])
 
 
 def record_failure(

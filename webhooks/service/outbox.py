@@ -19,6 +19,8 @@ from datetime import datetime
 
 import psycopg
 
+from .db import cursor
+
 ENTRYPOINT = "webhooks.outbox"
 KEY_HEADER = "idempotency-key"
 KIND_HEADER = "kind"
@@ -54,7 +56,7 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
     after that it is a second delivery with the same key, which the receiver
     treats as done.
     """
-    conn.execute(
+    cursor(conn).execute(
         _ENQUEUE,
         [
             ENTRYPOINT,

@@ -68,12 +68,19 @@ def handler_name(event_type: str) -> str | None:
     return None if handler is None else f"{handler.__module__}.{handler.__qualname__}"
 
 
+def settled(event: Event) -> str | None:
+    """The outcome `run` gives `event` without running anything; None when a handler runs."""
+    if event.type in _HANDLERS or (event.thin and "thin" in _FALLBACKS):
+        return None
+    # A thin event names its object without carrying it; the ledger row (id,
+    # type, payload) is the record a later fetch works from.
+    return NOTIFIED if event.thin else IGNORED
+
+
 def run(conn: psycopg.Connection, event: Event) -> str:
     handler = _HANDLERS.get(event.type)
     if handler is not None:
         return handler(conn, event)
     if event.thin and "thin" in _FALLBACKS:
         return _FALLBACKS["thin"](conn, event)
-    # A thin event names its object without carrying it; the ledger row (id,
-    # type, payload) is the record a later fetch works from.
-    return NOTIFIED if event.thin else IGNORED
+    return settled(event)

@@ -22,6 +22,7 @@ import structlog
 import psycopg
 
 from ..service import outbox
+from ..service.db import cursor
 from ..service.events import Event, require_id
 from ..service.outcomes import (
     ALREADY_FULFILLED,
@@ -93,7 +94,7 @@ def succeeded(
         return reason
     if payment.disputed or payment.refunded_in_full(amount):
         return _hold(conn, event, payment_id, payment, amount, currency)
-    row = conn.execute(
+    row = cursor(conn).execute(
         _FULFIL, [payment_id, event.account_key, event.id, event.type, amount, currency]
     ).fetchone()
     if row is None:

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import class_row
-
+from ..service.db import cursor
 from ..service.events import Event, require_created, require_id
 from . import scope
 
@@ -123,8 +122,8 @@ def note(
         currency=currency, rank=_STATUS_RANK.get(status),
         at=require_created(event) if status else None,
     )
-    with conn.cursor(row_factory=class_row(Payment)) as cur:
-        payment = cur.execute(_NOTE, params).fetchone()
+    # RETURNING lists Payment's fields in order.
+    payment = Payment(*cursor(conn).execute(_NOTE, params).fetchone())
     scope.check(conn, event, "payment", payment_id, payment.account)
     return payment
 
