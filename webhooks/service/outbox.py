@@ -32,39 +32,66 @@ DEAD = "failed"
 # ordinal mapping for a single job) cost about 400 µs per call on the hot
 # path, more than the insert itself. The row and its log entry are the ones
 # pgqueuer writes, so its worker consumes them unchanged (tests/test_outbox.py).
+# `guard` is the statement the job depends on (see `guarded`): one row
+# from it, one job.
 _ENQUEUE = """
-WITH inserted AS (
+WITH guard AS ({guard}),
+inserted AS (
     INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, dedupe_key, headers, status)
-    VALUES (0, %s, %s, now(), %s, %s::jsonb, 'queued')
+    SELECT 0, %s, %s, now(), %s, %s::jsonb, 'queued' FROM guard
     ON CONFLICT (dedupe_key) WHERE status IN ('queued', 'picked') AND dedupe_key IS NOT NULL
     DO NOTHING
     RETURNING id, entrypoint, priority
+),
+logged AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'queued', entrypoint, priority FROM inserted
 )
-INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
-SELECT id, 'queued', entrypoint, priority FROM inserted
+SELECT count(*) FROM guard
 """
+
+
+def guarded(statement: str) -> str:
+    """An enqueue that records the job only if `statement` returns a row, all in one statement.
+
+    `statement` is the write the side effect stands for (an INSERT or UPDATE
+    with RETURNING, its parameters first): the decision and its job then
+    cost one round trip, not two.
+    """
+    return _ENQUEUE.format(guard=statement)
+
+
+_UNCONDITIONAL = guarded("SELECT 1")
 
 
 def _json(value: dict) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> None:
+def enqueue(
+    conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str,
+    guard: tuple[str, list] | None = None,
+) -> bool:
     """Record a side effect on `conn`, inside the caller's transaction.
 
     The same key enqueued twice while the first is still pending is one job;
     after that it is a second delivery with the same key, which the receiver
-    treats as done.
+    treats as done. With `guard` (a statement from `guarded`, and its
+    parameters) the job is recorded only if the guarding write returns a
+    row; True when it did.
     """
-    cursor(conn).execute(
-        _ENQUEUE,
+    statement, params = guard or (_UNCONDITIONAL, [])
+    (rows,) = cursor(conn).execute(
+        statement,
         [
+            *params,
             ENTRYPOINT,
             _json({"kind": kind, **payload}).encode(),
             idempotency_key,
             _json({KEY_HEADER: idempotency_key, KIND_HEADER: kind}),
         ],
-    )
+    ).fetchone()
+    return rows > 0
 
 
 def backoff_s(attempts: int, base_s: float, max_s: float, rand=random.random) -> float:

@@ -45,6 +45,10 @@ class Payment:
     disputed: bool
     held_at: Any
     status_applied: bool
+    # A fulfilment was committed before this statement began. False does not
+    # mean unshipped: one committed while this statement waited for the row
+    # lock is not seen (the unique index still refuses a second one).
+    fulfilled: bool
 
     def refunded_in_full(self, amount: int | None) -> bool:
         """Fully refunded, against the stored amount or, before one is stored, `amount`.
@@ -90,7 +94,8 @@ RETURNING account, checkout_mode, session_id, client_reference_id, customer,
           held_at,
           -- Holding this event's (status, created, rank) is the same as having applied it.
           (status, status_at, status_rank) IS NOT DISTINCT FROM (%(status)s, %(at)s, %(rank)s)
-          AS status_applied
+          AS status_applied,
+          EXISTS (SELECT 1 FROM fulfilments f WHERE f.payment_id = p.payment_id) AS fulfilled
 """
 
 _FACTS = (
