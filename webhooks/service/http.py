@@ -14,7 +14,7 @@ from .config import Settings
 from .db import open_pool
 from .events import InvalidEvent, mode_outcome, parse
 from .logs import configure as configure_logging
-from .route import STRIPE_PATH, StripeRoute, read_body
+from .route import STRIPE_PATH, JsonAnswer, StripeRoute, read_body
 
 log = structlog.get_logger(__name__)
 PROVIDER = "stripe"
@@ -46,9 +46,12 @@ def _json_response(status: int, body: str, **headers) -> Response:
     return Response(body, status=status, mimetype="application/json", headers=headers)
 
 
+def _error_body(error: str, detail: str | None = None) -> str:
+    return ingest.json_body(error=error, **({"detail": detail} if detail else {}))
+
+
 def _error(status: int, error: str, detail: str | None = None) -> Response:
-    body = ingest.json_body(error=error, **({"detail": detail} if detail else {}))
-    return _json_response(status, body)
+    return _json_response(status, _error_body(error, detail))
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -62,7 +65,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["webhooks.pool"] = pool
     schema = startup.SchemaGate(pool)
 
-    def serve_stripe(environ) -> Response:
+    def serve_stripe(environ) -> JsonAnswer:
         started = time.perf_counter()
         response, event, refusal = _handle_stripe(settings, pool, schema, environ)
         seconds = time.perf_counter() - started
@@ -115,7 +118,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 def _refuse(status: int, error: str, detail: str | None = None, event=None):
     """A delivery turned away before the ledger, with its reason for the delivery log."""
-    return _error(status, error, detail), event, {"error": error, "detail": detail}
+    return JsonAnswer(status, _error_body(error, detail), {}), event, {"error": error, "detail": detail}
 
 
 def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, environ):
@@ -152,4 +155,4 @@ def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGa
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json_response(answer.status, answer.body, **headers), event, {}
+    return JsonAnswer(answer.status, answer.body, headers), event, {}
