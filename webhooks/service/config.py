@@ -47,6 +47,11 @@ def _version_range(raw: str) -> tuple[str, str]:
 class Settings:
     database_url: str | None = None
     webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The other providers' secrets (webhooks/service/providers/): a provider
+    # without one is refused at its URL.
+    shopify_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    github_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    standard_webhooks_secrets: tuple[str, ...] = field(default=(), repr=False)
     port: int = 8000
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
@@ -130,6 +135,9 @@ class Settings:
 _FROM_ENV = {
     "database_url": ("DATABASE_URL", str),
     "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
+    "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
+    "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
+    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
     "port": ("PORT", int),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),

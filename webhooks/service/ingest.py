@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import db, ledger, registry
 from .config import Settings
 from .db import is_unavailable
-from .events import Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
+from .events import STRIPE, Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +47,10 @@ def accept(pool: ConnectionPool, provider: str, event: Event, settings: Settings
     handled event in an API version the handlers cannot read is re-synced
     (claimed, its object fetched later in the pinned version) when the
     Stripe API is configured and a re-sync is registered, else refused (500).
+    Other providers' events have no mode or API version: they are delivered.
     """
+    if provider != STRIPE:
+        return deliver(pool, provider, event)
     try:
         skip = mode_outcome(event, settings.stripe_mode)
     except InvalidEvent as exc:
@@ -126,7 +129,7 @@ def _claim_and_fulfil(
             if stored is None:
                 return None
             return Answer(stored.status, stored.body, "replayed", replayed=True)
-        outcome = handler(conn, event) if handler else registry.run(conn, event)
+        outcome = handler(conn, event) if handler else registry.run(conn, event, provider)
         stored = ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
         ledger.complete(conn, ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)

@@ -102,7 +102,7 @@ def record_failure(
         _RECORD_FAILURE,
         [
             provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw,
-            registry.handler_name(event.type),
+            registry.handler_name(event.type, provider),
         ],
     )
 
