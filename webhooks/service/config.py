@@ -103,6 +103,8 @@ class Settings:
     # after a paid period ends its renewal may take to be paid.
     subscription_grace: timedelta = timedelta(days=3)
     subscription_renewal_margin: timedelta = timedelta(hours=2)
+    # How often each outbox worker tells the access flips that time alone made.
+    access_sweep_s: float = 60.0
     # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
     # restricted read key, the API version every fetched object is rendered in
     # (the handlers' shapes), and the base address (tests and staging point
@@ -165,6 +167,7 @@ _FROM_ENV = {
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
     "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
     "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
+    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", float),
     "stripe_api_key": ("STRIPE_API_KEY", str),
     "stripe_api_version": ("STRIPE_API_VERSION", str),
     "stripe_api_base": ("STRIPE_API_BASE", str),
