@@ -10,12 +10,16 @@ import json
 import time
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import OTHER_SECRET, SECRET, table_counts
-from tests.hostile import CATALOGUE, JSON_TYPE, error_of, hmac_header, now_s, send, v1_digest
+from tests.hostile import (
+    CATALOGUE, JSON_TYPE, error_of, hmac_header, now_s, provider_catalogue, send, v1_digest,
+)
 from tests.reliability import sized
+from tests.senders import SENDERS
 from webhooks.ops import samples
 from webhooks.service import signature
 
@@ -42,6 +46,17 @@ def test_hostile_input_catalogue_is_refused_with_its_status_and_writes_nothing(
                 + (f"writes exactly {case.writes}" if case.writes else "ledger and fulfilments unchanged"),
                 f"{status} {error_of(body) or ''}; rows written: {written or 'none'}",
             )
+
+
+@pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.provider)
+def test_each_providers_hostile_rows_get_their_status_and_write_nothing(gunicorn, db, subtests, sender):
+    server = gunicorn(WEB_CONCURRENCY=2)
+    for case in provider_catalogue(sender):
+        with subtests.test(f"{sender.provider}: {case.name}"):
+            before = table_counts(db)
+            status, body = send(server.port, case.make(sender.payload("test.hostile")))
+            assert (status, error_of(body)) == (case.status, case.error), body[:200]
+            assert table_counts(db) == _expected_counts(before, case.writes)
 
 
 # --- property: random mutations of a signed delivery ------------------------

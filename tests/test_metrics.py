@@ -23,7 +23,9 @@ def scrape(text: str) -> dict[tuple, float]:
 
 
 def value(samples_: dict, name: str, **labels) -> float:
-    return samples_.get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sum over the samples of `name` whose labels include `labels` (others unnamed: any)."""
+    wanted = set(labels.items())
+    return sum(v for (sample, items), v in samples_.items() if sample == name and wanted <= set(items))
 
 
 def test_deliveries_are_counted_by_outcome_status_and_conflict(client):

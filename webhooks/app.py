@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import fulfilment  # noqa: F401  (registers the built-in Stripe handlers)
+from . import fulfilment, github  # noqa: F401  (register the built-in Stripe and GitHub handlers)
 from .ops import admin
 from .service import http
 from .service.config import Settings
