@@ -308,9 +308,21 @@ def _standard_rows(sender: Sender, body) -> list[Case]:
              lambda p: _sent(sender, body(p), timestamp=now_s() - 301), **BAD_SIGNATURE),
         Case("webhook-timestamp 301 s in the future", lambda p: _sent(sender, body(p), timestamp=now_s() + 301),
              **BAD_SIGNATURE),
+        Case("a malformed and a foreign signature item before the valid one",
+             lambda p: _prefixed(_sent(sender, body(p)), "v1,not-base64! v1,bm90IG91cnM= "), status=200,
+             writes=ONE_LEDGER_ROW),
+        Case("only a v2 item (a version this service does not know)",
+             lambda p: _prefixed(_sent(sender, body(p)), "v2,", keep=False), **BAD_SIGNATURE),
         Case("signed event without type", lambda p: _sent(sender, body({k: v for k, v in p.items() if k != "type"})),
              **BAD_EVENT),
     ]
+
+
+def _prefixed(request: Request, prefix: str, keep: bool = True) -> Request:
+    """`request` with `prefix` before its webhook-signature (or, not kept, instead of its `v1,`)."""
+    valid = request.headers["webhook-signature"]
+    value = prefix + valid if keep else prefix + valid.split(",", 1)[1]
+    return Request(request.body, {**request.headers, "webhook-signature": value}, path=request.path)
 
 
 def _github_rows(sender: Sender, body) -> list[Case]:

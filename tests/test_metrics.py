@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import wait_until
+from tests.senders import STANDARD
 from webhooks.ops import samples
 
 
@@ -103,3 +104,15 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
                "gunicorn's child_exit to mark the worker dead")
     wait_until(lambda: len(_worker_pids(server.proc.pid)) == 4, 30, "a replacement worker")
     assert fulfilled() == deliveries
+
+
+def test_deliveries_are_counted_per_provider(client):
+    body, outgoing = STANDARD.event("invoice.paid")
+    STANDARD.post(client, body, outgoing)
+    STANDARD.post(client, body, outgoing)
+    post_event(client, samples.payment_events()[1])
+    got = scrape(client.get("/metrics").get_data(as_text=True))
+    assert value(got, "webhook_deliveries_total", provider="standard", outcome="ignored", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="standard", outcome="replayed", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="stripe", outcome="fulfilled", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="standard") == 2

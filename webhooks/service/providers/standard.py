@@ -6,8 +6,8 @@ HMAC-SHA256 signatures of `{webhook-id}.{webhook-timestamp}.{body}` under a
 module closes what the library leaves open (measured on 1.1.0): its
 tolerance is a fixed 5 minutes, it reads the timestamp as a float (so
 `1e9` or `1700000000.9` pass, and the signed text is rebuilt from the
-float rather than the header), and a signature item without exactly one
-comma, or not base64, raises ValueError instead of its own error.
+float rather than the header), and one signature item without exactly one
+comma, or not base64, raises ValueError and so hides a valid one after it.
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from .fields import event_type, header_id, json_object, utf8
 NAME = "standard"
 ID, TIMESTAMP, SIGNATURE = "webhook-id", "webhook-timestamp", "webhook-signature"
 _SECONDS = re.compile(r"\d{1,12}")
+# One `version,base64` item; the spec allows several, and other versions later.
+_ITEM = re.compile(r"v\d+,[A-Za-z0-9+/]+={0,2}")
 _MAX_HEADER_CHARS = 4096
 
 
@@ -59,7 +61,9 @@ def verify(body: bytes, headers: Headers, secrets: Sequence[str], tolerance_s: i
     # in both directions; the library's window still applies within it.
     stamp = _signed_at(headers, tolerance_s)
     text = utf8(body)
-    sent = {ID: headers[ID], TIMESTAMP: stamp, SIGNATURE: signatures}
+    # Only well-formed items reach the library, so a malformed one is skipped, not fatal.
+    items = " ".join(item for item in signatures.split(" ") if _ITEM.fullmatch(item))
+    sent = {ID: headers[ID], TIMESTAMP: stamp, SIGNATURE: items}
     for webhook in filter(None, map(_webhook, secrets)):
         try:
             webhook.verify(text, sent, json_parse=False)
