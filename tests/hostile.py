@@ -329,6 +329,8 @@ def _github_rows(sender: Sender, body) -> list[Case]:
     return [
         Case("no X-GitHub-Delivery header", lambda p: _sent(sender, body(p), drop="X-GitHub-Delivery"), **BAD_EVENT),
         Case("no X-GitHub-Event header", lambda p: _sent(sender, body(p), drop="X-GitHub-Event"), **BAD_EVENT),
+        Case("body not UTF-8 (validly signed bytes)",
+             lambda p: _sent(sender, b"\xff\xfe" + body(p)), **BAD_SIGNATURE),
         Case("SHA-1 X-Hub-Signature only (the legacy header)",
              lambda p: Request(body(p), {"X-Hub-Signature": "sha1=" + "0" * 40, "X-GitHub-Delivery": "d1",
                                          "X-GitHub-Event": "push"}, path=sender.path), **BAD_SIGNATURE),

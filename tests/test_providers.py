@@ -115,3 +115,12 @@ def test_standard_tolerance_follows_the_setting_in_both_directions(make_app, db)
         body, outgoing = STANDARD.event("issues")
         answer = STANDARD.post(client, body, outgoing, timestamp=int(time.time()) + skew)
         assert answer.status_code == status, (skew, answer.get_json())
+
+
+def test_a_standard_secret_that_is_not_whsec_base64_is_named_in_the_refusal(make_app, db):
+    client = make_app(STANDARD_WEBHOOKS_SECRET="whsec_").test_client()
+    body, outgoing = STANDARD.event("issues")
+    answer = STANDARD.post(client, body, outgoing, secret=STANDARD.secret)
+    assert answer.status_code == 400
+    assert answer.get_json() == {"error": "invalid_signature",
+                                 "detail": "no configured secret is a whsec_<base64> secret"}

@@ -129,6 +129,7 @@ async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, resu
             delivery = await queue.get()
             if jitter_s:
                 await asyncio.sleep(random.uniform(0, jitter_s))
+            # Signed per attempt, as a provider's retry is: a fresh timestamp each time.
             status = await _attempt(session, url, sign(delivery), delivery, result)
             delivery.attempts += 1
             if retryable(status) and delivery.attempts < retry.budget:
@@ -148,7 +149,6 @@ async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, resu
 
 
 async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
-    # Signed per attempt, as a provider's retry is: a fresh timestamp each time.
     started = time.perf_counter()
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:

@@ -64,7 +64,11 @@ def verify(body: bytes, headers: Headers, secrets: Sequence[str], tolerance_s: i
     # Only well-formed items reach the library, so a malformed one is skipped, not fatal.
     items = " ".join(item for item in signatures.split(" ") if _ITEM.fullmatch(item))
     sent = {ID: headers[ID], TIMESTAMP: stamp, SIGNATURE: items}
-    for webhook in filter(None, map(_webhook, secrets)):
+    webhooks = [webhook for webhook in map(_webhook, secrets) if webhook]
+    if not webhooks:
+        # Said in the delivery log's detail: the setting, not the sender, is wrong.
+        raise InvalidSignature("no configured secret is a whsec_<base64> secret")
+    for webhook in webhooks:
         try:
             webhook.verify(text, sent, json_parse=False)
             return text
