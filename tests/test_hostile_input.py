@@ -110,7 +110,8 @@ def _mutated_body(draw, body: bytes) -> bytes:
 
 
 @st.composite
-def _mutated_header(draw, header: str) -> str | None:
+def mutated_header(draw, header: str, separator: str, items: list[str]) -> str | None:
+    """`header` kept, dropped, replaced, edited, or with one of `items` put among its parts."""
     kind = draw(st.sampled_from(["same", "drop", "text", "edit", "item"]))
     if kind == "drop":
         return None
@@ -120,14 +121,16 @@ def _mutated_header(draw, header: str) -> str | None:
         at = draw(st.integers(0, len(header) - 1))
         return header[:at] + draw(st.text(_HEADER_CHARS, max_size=3)) + header[at + 1 :]
     if kind == "item":
-        items = header.split(",")
-        item = draw(
-            st.sampled_from([f"t={now_s()}", f"t={now_s() - 400}", "v1=" + "0" * 64, "v0=abc", "t", "v1", ""])
-            | st.text(_HEADER_CHARS, max_size=20)
-        )
-        items.insert(draw(st.integers(0, len(items))), item)
-        return ",".join(items)
+        parts = header.split(separator)
+        item = draw(st.sampled_from(items) | st.text(_HEADER_CHARS, max_size=20))
+        parts.insert(draw(st.integers(0, len(parts))), item)
+        return separator.join(parts)
     return header
+
+
+def _mutated_header(header: str):
+    stripe_items = [f"t={now_s()}", f"t={now_s() - 400}", "v1=" + "0" * 64, "v0=abc", "t", "v1", ""]
+    return mutated_header(header, ",", stripe_items)
 
 
 @st.composite
