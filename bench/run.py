@@ -34,7 +34,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from webhooks.ops import audit, loadtest, samples
-from webhooks.ops.loadtest import markdown_table, percentile
+from webhooks.ops.load_report import markdown_table, percentile
 
 from . import apps, cpu, pgbench, profile, servers, wrk
 

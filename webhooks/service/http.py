@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> Flask:
             duration_ms=round(seconds * 1000, 2),
             **refusal,
         )
-        observe.delivery(outcome, response.status_code, replayed, seconds)
+        observe.delivery(provider.name, outcome, response.status_code, replayed, seconds)
         return response
 
     def unknown_provider(name: str) -> Response:
@@ -108,7 +108,10 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, "database_unavailable", type(exc).__name__)
         if not current:
             return _error(503, startup.SCHEMA_NOT_CURRENT)
-        return _json_response(200, '{"status":"ready"}')
+        # Stripe's secret decides readiness (above); the others only say
+        # which URLs take deliveries, so one unset secret does not take the
+        # whole service out of a load balancer.
+        return _json_response(200, ingest.json_body(status="ready", providers=providers.enabled(settings)))
 
     observe = metrics.install(app, pool)
     app.wsgi_app = WebhookRoute(app, serve)

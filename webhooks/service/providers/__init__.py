@@ -67,4 +67,4 @@ def enabled(settings: Settings) -> list[str]:
     return [p.name for p in _PROVIDERS.values() if any(p.secrets(settings))]
 
 
-from . import stripe  # noqa: E402,F401  (registers; each sender module registers itself)
+from . import github, standard, stripe  # noqa: E402,F401  (register; each sender module registers itself)
