@@ -68,3 +68,4 @@ def enabled(settings: Settings) -> list[str]:
 
 
 from . import stripe  # noqa: E402,F401  (registers; each sender module registers itself)
+from . import shopify  # noqa: E402,F401
