@@ -75,28 +75,21 @@ SELECT count(*) FILTER (WHERE n <> 1) FROM (
 ) per_order
 """
 
-_LEDGER = """
-SELECT count(*) FILTER (WHERE completed <> 1) FROM (
-    SELECT count(e.id) FILTER (WHERE e.status = 'completed') AS completed
-    FROM unnest(%s::text[]) AS s(event_id)
-    LEFT JOIN webhook_events e ON e.provider = 'shopify' AND e.event_id = s.event_id
-    GROUP BY s.event_id
-) per_event
-"""
-
 
 def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     """Violations per check, for the events in `sent`.
 
     The job check counts jobs still in the outbox: run it before a worker
-    drains them (a delivered job leaves pgqueuer's table).
+    drains them (a delivered job leaves pgqueuer's table). Orders are read
+    from the ledger's payloads: an order none of whose events completed is
+    counted by the ledger check.
     """
     event_ids = sorted({out.event_id for out in sent})
     orders = conn.execute(_ORDERS, [event_ids]).fetchall()
     shops, order_ids = [shop for shop, _ in orders], [order_id for _, order_id in orders]
     keys = [f"{FULFILLED_JOB}:{shop}:{order_id}" for shop, order_id in orders]
     return {
-        "every event completed once": conn.execute(_LEDGER, [event_ids]).fetchone()[0],
+        **traffic.completed_once(conn, PROVIDER, sent),
         "each order fulfilled once": conn.execute(_FULFILMENTS, [shops, order_ids]).fetchone()[0],
         "one fulfilment job per order": conn.execute(_JOBS, [keys]).fetchone()[0],
     }

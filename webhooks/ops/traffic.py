@@ -1,4 +1,10 @@
-"""Load-test traffic per provider: what `loadtest --provider NAME` sends, and how it audits the result."""
+"""What `loadtest --provider P` sends for a provider, and how it audits the database after.
+
+One Traffic per provider, registered by the module that knows the
+provider's events (`standard_traffic`, `github_traffic`, ...); loadtest
+imports those modules (`loadtest.TRAFFIC_MODULES`) and signs each body with
+the provider's own signer, so a new provider plugs in without touching it.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,3 +34,26 @@ def register(traffic: Traffic) -> Traffic:
 
 def get(provider: str) -> Traffic | None:
     return _TRAFFIC.get(provider)
+
+
+_COMPLETED_ONCE = """
+SELECT count(*) FILTER (WHERE provider = %(provider)s AND status = 'completed'),
+       count(*) FILTER (WHERE provider <> %(provider)s)
+FROM webhook_events
+WHERE event_id = ANY(%(ids)s)
+"""
+
+
+def completed_once(conn: psycopg.Connection, provider: str, sent: list[Outgoing]) -> dict[str, int]:
+    """The ledger checks every provider's audit starts from.
+
+    Each event id completed in one row under `provider` (the unique key makes
+    two impossible, so a shortfall is what can go wrong), and none recorded
+    under another provider.
+    """
+    ids = sorted({outgoing.event_id for outgoing in sent})
+    completed, elsewhere = conn.execute(_COMPLETED_ONCE, {"provider": provider, "ids": ids}).fetchone()
+    return {
+        "every event completed once": len(ids) - completed,
+        "no event under another provider": elsewhere,
+    }
