@@ -151,3 +151,29 @@ def test_every_delivery_order_of_an_orders_events_is_decided_once(shopify_app, d
                              [f"shopify.order.review:{SHOP}:{paid['id']}"]).fetchone()[0]
         paid_first = min(perm.index(0), perm.index(1)) < perm.index(2)
         assert (shipped, reviews) == ((1, 0) if paid_first else (0, 1)), perm
+
+
+@pytest.mark.parametrize("kind", ["refund", "cancel"])
+@pytest.mark.parametrize("senders", [8, 32])
+def test_copies_of_orders_paid_racing_after_a_refund_or_cancellation_hold_it_once(
+        shopify_app, db, kind, senders):
+    paid, (topic, stop, stop_id) = _story(kind)
+    _until_answered(shopify_app.test_client(), topic, stop, stop_id)
+    ids = ["p1-" + uuid.uuid4().hex, "p2-" + uuid.uuid4().hex]
+    results = release_together([
+        lambda c=shopify_app.test_client(), e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e)
+        for i in range(senders)
+    ])
+    assert {r.status for r in results} <= {200, 409}
+    assert {_until_answered(shopify_app.test_client(), "orders/paid", paid, e) for e in ids} == {"held"}
+    assert fulfilments(db) == []
+    assert jobs(db) == [("shopify.order.review", f"shopify.order.review:{SHOP}:{paid['id']}")]
+
+
+def test_a_pruned_event_redelivered_meets_the_unique_fulfilment_and_ships_nothing(shopify, db):
+    paid = order()
+    assert _until_answered(shopify, "orders/paid", paid, "late") == "fulfilled"
+    db.execute("DELETE FROM webhook_events")  # what `prune` does once the retry horizon has passed
+    db.execute("DELETE FROM pgqueuer")  # the job was delivered
+    assert _until_answered(shopify, "orders/paid", paid, "late") == "already_fulfilled"
+    assert len(fulfilments(db)) == 1 and jobs(db) == []
