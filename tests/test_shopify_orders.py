@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from tests.shopify import (  # noqa: F401  (fixtures)
-    SHOP, cancelled, fulfilments, job_payloads, jobs, next_id, order, post, refund, shopify,
+    SHOP, cancelled, fulfilments, job_payloads, jobs, order, post, refund, shopify,
     shopify_app,
 )
 from tests.storm import release_together

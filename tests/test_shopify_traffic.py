@@ -1,7 +1,7 @@
 """`loadtest --provider shopify`'s traffic, delivered through the app, and its audit."""
 from collections import Counter
 
-from tests.shopify import SHOPIFY_SECRET, shopify, shopify_app  # noqa: F401  (fixtures)
+from tests.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.storm import release_together
 from webhooks.ops import shopify_traffic, traffic
 from webhooks.service.providers import get
