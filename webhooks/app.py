@@ -1,4 +1,4 @@
-"""The composition root: the service's HTTP layer, the built-in Stripe handlers, the operator page.
+"""The composition root: the service's HTTP layer, the built-in Stripe and Shopify handlers, the operator page.
 
 `webhooks.service` knows nothing of the Stripe domain or the operator tools;
 this is the one place that puts the three together for gunicorn (`wsgi.py`).
@@ -13,6 +13,7 @@ from .service import http, providers
 from .service.config import Settings
 from .service.db import database_url
 from .stripe import access, orders
+from .shopify import orders as shopify_orders, privacy, refunds  # noqa: F401  (they register)
 
 
 def create_app(settings: Settings | None = None) -> Flask:

@@ -67,4 +67,4 @@ def enabled(settings: Settings) -> list[str]:
     return [p.name for p in _PROVIDERS.values() if any(p.secrets(settings))]
 
 
-from . import github, standard, stripe  # noqa: E402,F401  (register; each sender module registers itself)
+from . import github, shopify, standard, stripe  # noqa: E402,F401  (register; each sender module registers itself)
