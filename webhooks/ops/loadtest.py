@@ -36,7 +36,9 @@ from .stripe_sender import Retry, retryable
 # Stripe waits longer than any delivery should take before it counts a timeout.
 REQUEST_TIMEOUT_S = 30.0
 # The modules that register a Traffic for `--provider` (Stripe's is built in).
-TRAFFIC_MODULES = ("webhooks.ops.standard_traffic", "webhooks.ops.github_traffic")
+TRAFFIC_MODULES = (
+    "webhooks.ops.standard_traffic", "webhooks.ops.github_traffic", "webhooks.ops.shopify_traffic",
+)
 
 
 @dataclass(eq=False)

@@ -148,7 +148,7 @@ def _handle(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, env
             # a refusal here is logged with its reason before any database work.
             provider.admit(event, settings)
     except signature.InvalidSignature as exc:
-        return _refuse(400, "invalid_signature", str(exc))
+        return _refuse(provider.invalid_signature_status, "invalid_signature", str(exc))
     except InvalidEvent as exc:
         return _refuse(400, exc.error, str(exc), event)
     refusal = schema.refusal()

@@ -44,6 +44,8 @@ class Provider:
     sign: Callable[[bytes, str, Outgoing], dict[str, str]]
     # Refuses (InvalidEvent) a verified event this service must not take; None takes all.
     admit: Callable[[Event, Settings], None] | None = None
+    # The status a delivery whose signature fails is refused with.
+    invalid_signature_status: int = 400
 
 
 _PROVIDERS: dict[str, Provider] = {}

@@ -119,4 +119,7 @@ PROVIDER = register(Provider(
     verify=_verify,
     parse=_parse,
     sign=_sign,
+    # Shopify's app review sends compliance webhooks with a bad HMAC and
+    # rejects an app that does not answer them 401 Unauthorized.
+    invalid_signature_status=401,
 ))
