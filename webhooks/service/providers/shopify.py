@@ -12,14 +12,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import re
 import uuid
 from datetime import datetime, timezone
 
 from ..events import Event, InvalidEvent
 from ..signature import InvalidSignature
-from . import Headers, Outgoing, Provider, register
+from . import Headers, Outgoing, Provider, fields, register
 
 SHOPIFY = "shopify"
 API_VERSION = "2026-01"
@@ -55,10 +54,7 @@ def _verify(body: bytes, headers: Headers, secrets, tolerance_s: int) -> str:
     if not any(hmac.compare_digest(digest(body, s).encode("ascii"), sent_bytes)
                for s in secrets if s):
         raise InvalidSignature("no configured secret signs this body")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidSignature("body is not UTF-8") from None
+    return fields.utf8(body)
 
 
 def _header(headers: Headers, name: str, pattern: re.Pattern) -> str:
@@ -84,15 +80,9 @@ def _parse(text: str, headers: Headers) -> Event:
     event_id = _header(headers, EVENT_ID_HEADER, _EVENT_ID)
     topic = _header(headers, TOPIC_HEADER, _TOPIC)
     shop = _header(headers, SHOP_HEADER, _SHOP)
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise InvalidEvent("body is not JSON") from None
-    if not isinstance(data, dict):
-        raise InvalidEvent("body is not a JSON object")
     return Event(
         id=event_id, type=topic, created=_triggered_at(headers.get(TRIGGERED_AT_HEADER)),
-        livemode=None, account=shop, raw=text, data=data,
+        livemode=None, account=shop, raw=text, data=fields.json_object(text),
     )
 
 
