@@ -2,6 +2,7 @@
 import pytest
 
 from tests.senders import GITHUB, SENDERS, STANDARD
+from tests.shopify import SHOPIFY_SECRET
 from tests.test_ledger_cli import run  # noqa: F401  (the in-process `python -m webhooks` fixture)
 from tests.test_loadtest import _run
 
@@ -86,3 +87,14 @@ def test_reprocess_of_a_standard_event_reads_its_id_and_type(run, client, db):  
     STANDARD.post(client, body, outgoing)
     code, out = run("events", "reprocess", outgoing.event_id, "--provider", "standard")
     assert code == 0 and "(already completed: stored answer)" in out
+
+
+def test_loadtest_as_shopify_through_a_served_stack_passes_its_audit(gunicorn, database_url, db):
+    server = gunicorn(WEB_CONCURRENCY=2, SHOPIFY_WEBHOOK_SECRET=SHOPIFY_SECRET)
+    done = _run(database_url, "webhooks", "loadtest", "--provider", "shopify", "-n", "40", "-k", "4",
+                "-c", "8", "--secret", SHOPIFY_SECRET, "--url", server.url + "/webhooks/shopify")
+    assert done.returncode == 0, done.stderr
+    assert "each order fulfilled once" in done.stdout and "FAIL" not in done.stdout
+    fulfilled = db.execute("SELECT count(*), count(DISTINCT (shop, order_id)) FROM shopify_fulfilments")
+    orders = fulfilled.fetchone()
+    assert orders[0] == orders[1] > 0
