@@ -162,10 +162,14 @@ def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(
         now = time.time()
         before = table_counts(db)
         headers = {"Content-Type": JSON_TYPE, **({"Stripe-Signature": header} if header is not None else {})}
-        status = client.post("/webhooks/stripe", data=body, headers=headers).status_code
+        response = client.post("/webhooks/stripe", data=body, headers=headers)
+        status = response.status_code
         wrote = table_counts(db) != before
         statuses[status] += 1
-        assert status < 500
+        # The one 5xx by design: a validly signed event whose api_version was
+        # mutated out of the supported range (or away), refused retryably
+        # and recorded (tests/test_api_version.py), never a crash.
+        assert status < 500 or response.get_json()["error"] == "unsupported_api_version"
         if wrote:
             assert _stripe_scheme_valid(body, header, now), (status, header)
             written[True] += 1
