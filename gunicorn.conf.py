@@ -31,6 +31,22 @@ control_socket_disable = True
 accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+# gunicorn's own lines (start, workers booted and exited) as the same JSON
+# lines as ours, on stderr where gunicorn writes them, so a log pipeline
+# parses every line the process prints.
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "webhooks.service.logs.formatter"}},
+    "handlers": {
+        stream: {"class": "logging.StreamHandler", "formatter": "json", "stream": f"ext://sys.{out}"}
+        for stream, out in (("console", "stdout"), ("error_console", "stderr"))
+    },
+    "loggers": {
+        "gunicorn.error": {"level": loglevel.upper(), "handlers": ["error_console"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+    },
+}
 
 # prometheus-client's multi-process mode: each worker writes its metrics to
 # files here and /metrics adds them up; without it a scrape would see only the

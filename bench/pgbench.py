@@ -16,11 +16,13 @@ import contextlib
 import re
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from webhooks.service import ingest, ledger
 
@@ -29,6 +31,8 @@ from webhooks.service.http import PROVIDER
 from webhooks.service.config import Settings
 from webhooks.service.db import open_pool
 from webhooks.service.events import parse
+
+from . import cpu
 
 PGBENCH = "pgbench"
 EVENTS_PER_SCRIPT = 3
@@ -41,6 +45,8 @@ class Outcome:
     deliveries_per_s: float
     # Per run of the script: one payment's three transactions.
     latencies_ms: list[float]
+    # CPU of pgbench's PostgreSQL backends per delivery (one of the script's transactions).
+    postgres_cpu_us: float
 
 
 @contextlib.contextmanager
@@ -140,20 +146,42 @@ def script(recorded: list[list[str]]) -> str:
 
 
 def run(conninfo: str, clients: int, seconds: int) -> Outcome:
+    name = f"bench-pgbench-{clients}"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "payment.sql"
         path.write_text(script(record(conninfo)))
         args = [
             PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T", str(seconds),
-            "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"), conninfo,
+            "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"),
+            make_conninfo(conninfo, application_name=name),
         ]
-        done = subprocess.run(args, capture_output=True, text=True, cwd=tmp, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"pgbench failed:\n{done.stdout}\n{done.stderr}")
-        tps = float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)[1])
-        latencies = sorted(
-            int(line.split()[2]) / 1000
-            for log in Path(tmp).glob("txn*")
-            for line in log.read_text().splitlines()
-        )
-    return Outcome(tps * EVENTS_PER_SCRIPT, latencies)
+        started = time.time()
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp) as proc:
+            window = _backend_cpu(conninfo, name, clients, started + seconds)
+            stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"pgbench failed:\n{stdout}\n{stderr}")
+        tps = float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", stdout)[1])
+        # One line per run of the script: client, run, latency µs, script, end epoch s, end µs
+        logged = [line.split() for log in Path(tmp).glob("txn*") for line in log.read_text().splitlines()]
+    latencies = sorted(int(fields[2]) / 1000 for fields in logged)
+    first, last, cpu_s = window
+    done = sum(1 for fields in logged if first < int(fields[4]) + int(fields[5]) / 1e6 <= last)
+    return Outcome(tps * EVENTS_PER_SCRIPT, latencies, cpu_s / max(done * EVENTS_PER_SCRIPT, 1) * 1e6)
+
+
+def _backend_cpu(conninfo: str, name: str, clients: int, ends: float) -> tuple[float, float, float]:
+    """(from, to, CPU seconds) of pgbench's backends over most of its run.
+
+    Read while they live: a backend's /proc entry goes when pgbench
+    disconnects, so the window stops half a second before the run does and
+    the transactions counted are the ones that ended inside it.
+    """
+    pids: list[int] = []
+    while len(pids) < clients and time.time() < ends - 1:
+        time.sleep(0.05)
+        pids = cpu.backends(conninfo, name)
+    first, before = time.time(), cpu.seconds(pids)
+    time.sleep(max(ends - 0.5 - first, 0))
+    return first, time.time(), cpu.seconds(pids) - before

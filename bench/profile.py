@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from webhooks.ops.loadtest import markdown_table
+from webhooks.ops.load_report import markdown_table
 
 _WAITS = ("Connection.wait", "Condition.wait", "Lock.acquire")
 _FILE = re.compile(r"\(([^:()]+):\d+\)$")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhooks.ops import samples
-from webhooks.ops.loadtest import percentile
+from webhooks.ops.load_report import percentile
 from webhooks.service import signature
 
 _HEAD = (

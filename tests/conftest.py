@@ -24,7 +24,7 @@ from webhooks.app import create_app
 from webhooks.service.config import Settings
 from webhooks.service import embedded
 
-from tests import reliability
+from tests import reliability, senders
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "whsec_test_primary_0123456789"
@@ -94,6 +94,7 @@ def service_env(database_url: str, **extra) -> dict[str, str]:
     return {
         "DATABASE_URL": database_url,
         "STRIPE_WEBHOOK_SECRET": f"{SECRET},{OTHER_SECRET}",
+        **{sender.setting: f"{sender.secret},{sender.other_secret}" for sender in senders.SENDERS},
         "WEBHOOK_HANDLER_MODULES": "tests.handlers",
         **{k: str(v) for k, v in extra.items()},
     }

@@ -18,6 +18,7 @@ import time
 import psycopg
 
 from webhooks import fulfilment
+from webhooks.service import registry
 
 
 class ScriptedFailure(RuntimeError):
@@ -68,3 +69,17 @@ def scripted(conn: psycopg.Connection, event) -> str:
     if script.get("payment_id"):
         return fulfilment.fulfil_payment(conn, event, script["payment_id"], 100, "usd")
     return "scripted"
+
+
+def _effect(conn: psycopg.Connection, event) -> str:
+    """One row per run, no ON CONFLICT: a second effect of one event is a second row.
+
+    The test creates `provider_effects` in its schema before sending.
+    """
+    conn.execute("INSERT INTO provider_effects (provider, event_id) VALUES (%s, %s)",
+                 [event.data.get("provider_under_test"), event.id])
+    return "effected"
+
+
+for _provider in ("standard", "github"):
+    registry.handles("test.effect", provider=_provider)(_effect)

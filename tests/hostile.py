@@ -6,11 +6,13 @@ import hashlib
 import hmac
 import http.client
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from tests.conftest import SECRET, signed_headers
+from tests.senders import Sender
 from webhooks.ops import samples
 from webhooks.service import signature
 
@@ -23,6 +25,8 @@ class Request:
     headers: dict[str, str]
     chunked: bool = False
     path: str = "/webhooks/stripe"
+    # Declare this many bytes more than the body has, then stop sending (body_incomplete).
+    short_by: int = 0
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,8 @@ def send(port: int, request: Request) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.putrequest("POST", request.path, skip_accept_encoding=True)
-        framing = {"Transfer-Encoding": "chunked"} if request.chunked else {"Content-Length": str(len(request.body))}
+        length = len(request.body) + request.short_by
+        framing = {"Transfer-Encoding": "chunked"} if request.chunked else {"Content-Length": str(length)}
         for name, value in {**request.headers, **framing}.items():
             conn.putheader(name, value)
         conn.endheaders()
@@ -225,6 +230,8 @@ def send(port: int, request: Request) -> tuple[int, bytes]:
                 conn.send(b"0\r\n\r\n")
             else:
                 conn.send(request.body)
+            if request.short_by:
+                conn.sock.shutdown(socket.SHUT_WR)  # all it had: the body ends short
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused before the body was read: the answer is waiting
         response = conn.getresponse()
@@ -238,3 +245,96 @@ def error_of(body: bytes) -> str | None:
         return json.loads(body).get("error")
     except (ValueError, AttributeError):
         return None
+
+
+# --- the rows that apply to every other provider, signed as it signs ---------
+
+ONE_LEDGER_ROW = {"webhook_events": 1}
+
+
+def _sent(sender: Sender, body: bytes, event_type: str = "test.hostile", drop: str | None = None,
+          event_id: str | None = None, short_by: int = 0, **sign) -> Request:
+    _, outgoing = sender.event(event_type, event_id)
+    headers = sender.headers(body, outgoing, **sign)
+    headers = {k: v for k, v in headers.items() if k.lower() != (drop or "").lower()}
+    return Request(body, headers, path=sender.path, short_by=short_by)
+
+
+def _signature_header(sender: Sender) -> str:
+    _, outgoing = sender.event()
+    return next(k for k in sender.headers(b"{}", outgoing) if "signature" in k.lower())
+
+
+def provider_catalogue(sender: Sender) -> list[Case]:
+    """The catalogue's rows for `sender`: each made from a JSON object body of its shape."""
+    body = lambda p: json.dumps(p).encode()  # noqa: E731
+    big = lambda p: body({**p, "padding": "x" * (512 * 1024)})  # noqa: E731
+    rows = [
+        Case("signed with the rotated (second) secret", lambda p: _sent(sender, body(p), secret=sender.other_secret),
+             status=200, writes=ONE_LEDGER_ROW),
+        Case("no signature header", lambda p: _sent(sender, body(p), drop=_signature_header(sender)),
+             **BAD_SIGNATURE),
+        Case("signed with another endpoint's secret",
+             lambda p: _sent(sender, body(p), secret=sender.foreign_secret), **BAD_SIGNATURE),
+        Case("valid signature over a different body",
+             lambda p: Request(body(p), _sent(sender, body({**p, "x": 1})).headers, path=sender.path),
+             **BAD_SIGNATURE),
+        Case("body re-serialised after signing (whitespace changed)",
+             lambda p: Request(json.dumps(p, indent=1).encode(), _sent(sender, body(p)).headers, path=sender.path),
+             **BAD_SIGNATURE),
+        Case("signed body that is not JSON", lambda p: _sent(sender, b"event=paid&amount=3000"), **BAD_EVENT),
+        Case("signed JSON array", lambda p: _sent(sender, body([p])), **BAD_EVENT),
+        Case("signed JSON nested 100 000 deep", lambda p: _sent(sender, b"[" * 100_000 + b"]" * 100_000),
+             **BAD_EVENT),
+        Case("signed dedupe id of 1000 characters", lambda p: _sent(sender, body(p), event_id="m" * 1000),
+             **BAD_EVENT),
+        Case("signed body over 512 KiB", lambda p: _sent(sender, big(p)), status=413, error="body_too_large"),
+        Case("signed body over 512 KiB, chunked",
+             lambda p: Request(big(p), _sent(sender, big(p)).headers, chunked=True, path=sender.path),
+             status=413, error="body_too_large"),
+        Case("validly signed body 10 bytes shorter than its Content-Length",
+             lambda p: _sent(sender, body(p), short_by=10), status=400, error="body_incomplete"),
+    ]
+    return rows + _OWN_ROWS[sender.provider](sender, body)
+
+
+def _standard_rows(sender: Sender, body) -> list[Case]:
+    return [
+        # The id is inside what is signed: without it nothing can be verified.
+        Case("no webhook-id header", lambda p: _sent(sender, body(p), drop="webhook-id"), **BAD_SIGNATURE),
+        Case("no webhook-timestamp header", lambda p: _sent(sender, body(p), drop="webhook-timestamp"),
+             **BAD_SIGNATURE),
+        Case("once-valid delivery replayed 301 s later (stale webhook-timestamp)",
+             lambda p: _sent(sender, body(p), timestamp=now_s() - 301), **BAD_SIGNATURE),
+        Case("webhook-timestamp 301 s in the future", lambda p: _sent(sender, body(p), timestamp=now_s() + 301),
+             **BAD_SIGNATURE),
+        Case("a malformed and a foreign signature item before the valid one",
+             lambda p: _prefixed(_sent(sender, body(p)), "v1,not-base64! v1,bm90IG91cnM= "), status=200,
+             writes=ONE_LEDGER_ROW),
+        Case("only a v2 item (a version this service does not know)",
+             lambda p: _prefixed(_sent(sender, body(p)), "v2,", keep=False), **BAD_SIGNATURE),
+        Case("signed event without type", lambda p: _sent(sender, body({k: v for k, v in p.items() if k != "type"})),
+             **BAD_EVENT),
+    ]
+
+
+def _prefixed(request: Request, prefix: str, keep: bool = True) -> Request:
+    """`request` with `prefix` before its webhook-signature (or, not kept, instead of its `v1,`)."""
+    valid = request.headers["webhook-signature"]
+    value = prefix + valid if keep else prefix + valid.split(",", 1)[1]
+    return Request(request.body, {**request.headers, "webhook-signature": value}, path=request.path)
+
+
+def _github_rows(sender: Sender, body) -> list[Case]:
+    return [
+        Case("no X-GitHub-Delivery header", lambda p: _sent(sender, body(p), drop="X-GitHub-Delivery"), **BAD_EVENT),
+        Case("no X-GitHub-Event header", lambda p: _sent(sender, body(p), drop="X-GitHub-Event"), **BAD_EVENT),
+        Case("body not UTF-8 (validly signed bytes)",
+             lambda p: _sent(sender, b"\xff\xfe" + body(p)), **BAD_SIGNATURE),
+        Case("SHA-1 X-Hub-Signature only (the legacy header)",
+             lambda p: Request(body(p), {"X-Hub-Signature": "sha1=" + "0" * 40, "X-GitHub-Delivery": "d1",
+                                         "X-GitHub-Event": "push"}, path=sender.path), **BAD_SIGNATURE),
+    ]
+
+
+_OWN_ROWS = {"standard": _standard_rows, "github": _github_rows}

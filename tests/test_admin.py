@@ -11,6 +11,7 @@ from PIL import Image
 from tests import conftest
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import Downstream, Worker, wait_until
+from tests.senders import STANDARD
 from webhooks.ops import samples
 from webhooks.service import outbox
 
@@ -141,3 +142,26 @@ def test_headless_chromium_renders_the_page_within_1280_px(chromium, gunicorn, d
         edge = {pixels.getpixel((x, y)) for x in range(1264, 1280) for y in range(900)}
         assert (255, 255, 255) not in edge, "a table overflows the 1280 px window"
         assert BACKGROUND in edge
+
+
+def _section(html: str, provider: str) -> list[list[str]]:
+    table = re.search(rf'<table id="provider-{provider}" class="provider">(.*?)</table>', html, re.S).group(1)
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    return [[" ".join(c.split()) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)] for row in rows]
+
+
+def test_each_provider_has_a_section_with_its_recent_counts(make_app, db):
+    client = make_app(WEBHOOK_ADMIN_TOKEN=TOKEN, GITHUB_WEBHOOK_SECRET="").test_client()
+    for _ in range(2):
+        body, outgoing = STANDARD.event("invoice.paid")
+        STANDARD.post(client, body, outgoing)
+    post_event(client, samples.payment_events()[1])
+    post_event(client, scripted_event(fail_attempts=9))
+    html = client.get(f"/admin?token={TOKEN}").get_data(as_text=True)
+    assert _section(html, "standard") == [
+        ["standard: POST /webhooks/standard, enabled"], ["completed", "ignored", "2"],
+    ]
+    assert _section(html, "stripe")[1:] == [["completed", "fulfilled", "1"], ["failed", "", "1"]]
+    assert _section(html, "github") == [
+        ["github: POST /webhooks/github, disabled (set GITHUB_WEBHOOK_SECRET)"], ["no events"],
+    ]

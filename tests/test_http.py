@@ -49,7 +49,9 @@ def test_healthz_answers_without_the_database(client):
 
 
 def test_readyz_is_ready_when_schema_is_current(client):
-    assert client.get("/readyz").get_json() == {"status": "ready"}
+    assert client.get("/readyz").get_json() == {
+        "status": "ready", "providers": ["github", "standard", "stripe"],
+    }
 
 
 def test_readyz_is_unready_when_a_migration_is_missing(client, db):

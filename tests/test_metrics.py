@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import wait_until
+from tests.senders import STANDARD
 from webhooks.ops import samples
 
 
@@ -23,7 +24,9 @@ def scrape(text: str) -> dict[tuple, float]:
 
 
 def value(samples_: dict, name: str, **labels) -> float:
-    return samples_.get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sum over the samples of `name` whose labels include `labels` (others unnamed: any)."""
+    wanted = set(labels.items())
+    return sum(v for (sample, items), v in samples_.items() if sample == name and wanted <= set(items))
 
 
 def test_deliveries_are_counted_by_outcome_status_and_conflict(client):
@@ -101,3 +104,15 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
                "gunicorn's child_exit to mark the worker dead")
     wait_until(lambda: len(_worker_pids(server.proc.pid)) == 4, 30, "a replacement worker")
     assert fulfilled() == deliveries
+
+
+def test_deliveries_are_counted_per_provider(client):
+    body, outgoing = STANDARD.event("invoice.paid")
+    STANDARD.post(client, body, outgoing)
+    STANDARD.post(client, body, outgoing)
+    post_event(client, samples.payment_events()[1])
+    got = scrape(client.get("/metrics").get_data(as_text=True))
+    assert value(got, "webhook_deliveries_total", provider="standard", outcome="ignored", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="standard", outcome="replayed", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="stripe", outcome="fulfilled", status="200") == 1
+    assert value(got, "webhook_deliveries_total", provider="standard") == 2

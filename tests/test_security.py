@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
+import os
 import runpy
 import threading
 import time
@@ -38,7 +39,15 @@ def test_signatures_are_compared_by_the_stripe_librarys_constant_time_compare(mo
 
 
 def test_gunicorn_limits_request_line_header_count_and_header_size():
-    conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    # The config file sets variables for the workers it starts (the metrics
+    # folder, the pool size); in this process they would leak into later tests.
+    saved = dict(os.environ)
+    try:
+        conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+        conf["on_exit"](None)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     defaults = gunicorn.config.Config()
     # 0 would mean unlimited; above gunicorn's defaults would be looser than stock.
     for name in ("limit_request_line", "limit_request_fields", "limit_request_field_size"):

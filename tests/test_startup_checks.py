@@ -131,3 +131,18 @@ def test_every_refused_delivery_is_logged_with_its_reason(gunicorn):
     assert logged[1]["detail"] == "body is not a Stripe event object"
     assert logged[2]["event_id"] == live["id"]
     assert "jenny.rosen" not in server.output()
+
+
+def test_a_provider_without_a_secret_is_named_at_start_and_refused_at_its_url(database_url, started):
+    env = {**conftest.service_env(database_url), "GITHUB_WEBHOOK_SECRET": ""}
+    server = started(env)
+    disabled = {line["provider"]: line for line in events_named(server, "provider_disabled")}
+    assert sorted(disabled) == ["github", "shopify"]  # the test environment sets no Shopify secret
+    logged = disabled["github"]
+    assert "GITHUB_WEBHOOK_SECRET" in logged["fix"]
+    assert logged["level"] == "warning"
+    ready = requests.get(server.url + "/readyz", timeout=10).json()
+    assert ready == {"status": "ready", "providers": ["standard", "stripe"]}
+    answer = requests.post(server.url + "/webhooks/github", data=b"{}", timeout=30,
+                           headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-1"})
+    assert answer.status_code == 503 and answer.json() == {"error": "webhook_secret_missing"}

@@ -1,4 +1,4 @@
-"""The composition root: the service's HTTP layer, the built-in Stripe handlers, the operator page.
+"""The composition root: the service's HTTP layer, the built-in Stripe and Shopify handlers, the operator page.
 
 `webhooks.service` knows nothing of the Stripe domain or the operator tools;
 this is the one place that puts the three together for gunicorn (`wsgi.py`).
@@ -7,19 +7,20 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import fulfilment  # noqa: F401  (registers the built-in Stripe handlers)
+from . import fulfilment, github  # noqa: F401  (register the built-in Stripe and GitHub handlers)
 from .ops import admin
-from .service import http
+from .service import http, providers
 from .service.config import Settings
 from .service.db import database_url
 from .stripe import access, orders
+from .shopify import orders as shopify_orders, privacy, refunds  # noqa: F401  (they register)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     orders.configure(settings.order_marker_key)
     app = http.create_app(settings)
-    admin.install(app, settings.admin_token, app.extensions["webhooks.pool"])
+    admin.install(app, settings.admin_token, app.extensions["webhooks.pool"], providers.enabled(settings))
     access.publish_settings(
         database_url(settings), settings.subscription_grace, settings.subscription_renewal_margin
     )

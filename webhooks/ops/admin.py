@@ -10,7 +10,7 @@ import hmac
 
 from flask import Blueprint, Flask, Response, render_template, request
 
-from . import history
+from . import activity, history
 
 from ..service import db, outbox
 
@@ -30,7 +30,8 @@ def _presented_token() -> str:
     return request.args.get("token", "")
 
 
-def install(app: Flask, token: str | None, pool) -> None:
+def install(app: Flask, token: str | None, pool, enabled: list[str]) -> None:
+    """The page, if `token` is set; `enabled` names the providers with a secret."""
     if not token:
         return
     # A blueprint, so the page's template travels with this module.
@@ -44,6 +45,8 @@ def install(app: Flask, token: str | None, pool) -> None:
         with db.connection(pool.get()) as conn:
             html = render_template(
                 "admin.html",
+                providers=activity.recent(conn, enabled),
+                window_hours=int(activity.WINDOW.total_seconds() // 3600),
                 events=history.events(conn, limit=50),
                 failures=history.events(conn, status="failed", limit=20),
                 depth=outbox.depth(conn),

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import psycopg
 
 from . import samples
+from .traffic import Traffic
 from ..service.http import PROVIDER
+from ..service.providers import Outgoing
 
 _LEDGER = """
 SELECT count(*) FILTER (WHERE status = 'completed'),
@@ -47,7 +49,7 @@ def audit(
     """
     completed, duplicate_rows = conn.execute(_LEDGER, [provider, list(event_ids)]).fetchone()
     fulfilled, distinct = conn.execute(_FULFILMENTS, [list(payment_ids)]).fetchone()
-    twice = sorted(event_id for event_id, n in first_answers.items() if n > 1)
+    twice = _twice(first_answers)
     return [
         Check(
             "every event completed",
@@ -57,9 +59,7 @@ def audit(
         Check(
             "no event completed twice",
             not twice and duplicate_rows == 0,
-            f"{len(twice)} events answered as new more than once"
-            + (f" (e.g. {twice[0]})" if twice else "")
-            + f", {duplicate_rows} duplicate ledger rows",
+            _answered_twice(twice) + f", {duplicate_rows} duplicate ledger rows",
         ),
         Check(
             "fulfilments == distinct payments",
@@ -75,3 +75,24 @@ def audit_events(url: str, events: list[dict], first_answers: dict[str, int]) ->
     payment_ids = {samples.payment_id(evt) for evt in events}
     with psycopg.connect(url, autocommit=True) as conn:
         return audit(conn, PROVIDER, event_ids, payment_ids, first_answers)
+
+
+def _twice(first_answers: dict[str, int]) -> list[str]:
+    return sorted(event_id for event_id, n in first_answers.items() if n > 1)
+
+
+def _answered_twice(twice: list[str]) -> str:
+    return f"{len(twice)} events answered as new more than once" + (f" (e.g. {twice[0]})" if twice else "")
+
+
+def audit_traffic(
+    url: str, plugin: Traffic, sent: list[Outgoing], first_answers: dict[str, int]
+) -> list[Check]:
+    """The provider's own checks (traffic.Traffic.audit), and no event answered as new twice."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        counts = plugin.audit(conn, sent)
+    twice = _twice(first_answers)
+    return [
+        *(Check(name, n == 0, f"{n} violations") for name, n in counts.items()),
+        Check("no event answered as new twice", not twice, _answered_twice(twice)),
+    ]

@@ -38,6 +38,7 @@ events AS (
 SELECT provider, event_id, event_type, status, outcome, failures, received_at, last_error
 FROM events
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(provider)s::text IS NULL OR provider = %(provider)s)
   AND (%(type)s::text IS NULL OR event_type = %(type)s)
   AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
 ORDER BY received_at DESC, event_id
@@ -46,7 +47,7 @@ LIMIT %(limit)s
 
 _LEDGER_ROW = """
 SELECT event_type, status, outcome, response_status, response_body,
-       received_at, completed_at, payload
+       received_at, completed_at, payload, account
 FROM webhook_events
 WHERE provider = %s AND event_id = %s
 """
@@ -94,6 +95,8 @@ class EventDetail:
     # The stored body: the ledger's, else the latest failed attempt's.
     payload: str | None
     failures: list[Failure]
+    # The account or shop stored with the ledger row ('' for none; None with no row).
+    account: str | None = None
 
 
 def events(
@@ -102,9 +105,10 @@ def events(
     event_type: str | None = None,
     since: datetime | None = None,
     limit: int = 50,
+    provider: str | None = None,
 ) -> list[EventSummary]:
-    """Most recent first, completed and failed alike unless `status` says which."""
-    params = {"status": status, "type": event_type, "since": since, "limit": limit}
+    """Most recent first, completed and failed alike unless `status` says which; any provider unless named."""
+    params = {"status": status, "type": event_type, "since": since, "limit": limit, "provider": provider}
     return conn.cursor(row_factory=class_row(EventSummary)).execute(_LIST, params).fetchall()
 
 
@@ -124,5 +128,5 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
     return EventDetail(
         provider, event_id, ledger.event_type, ledger.status, ledger.outcome,
         ledger.response_status, ledger.response_body, ledger.received_at,
-        ledger.completed_at, ledger.payload, failures,
+        ledger.completed_at, ledger.payload, failures, ledger.account,
     )

@@ -6,13 +6,16 @@ not at all is retried with exponential backoff until it gets a 2xx or its
 attempt budget runs out. At the end: a summary of what was answered and how
 fast, and an audit of the ledger and fulfilments that fails the command
 unless every event took effect exactly once.
+
+`--provider P` sends P's events instead (its Traffic, webhooks/ops/traffic.py),
+signed as P signs them, to `/webhooks/P`, and runs P's own audit.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import random
-import statistics
 import sys
 import time
 from collections import Counter
@@ -21,19 +24,29 @@ from dataclasses import dataclass, field
 import aiohttp
 from tqdm import tqdm
 
-from . import audit, samples, stripe_sender
+from . import audit, samples, signing, stripe_sender, traffic
+from .load_report import latency_table, throughput_table
 from ..service.config import Settings
 from ..service.db import database_url
+from ..service.events import STRIPE
+from ..service.providers import Outgoing
+from .errors import CommandError
 from .stripe_sender import Retry, retryable
 
 # Stripe waits longer than any delivery should take before it counts a timeout.
 REQUEST_TIMEOUT_S = 30.0
+# The modules that register a Traffic for `--provider` (Stripe's is built in).
+TRAFFIC_MODULES = (
+    "webhooks.ops.standard_traffic", "webhooks.ops.github_traffic", "webhooks.ops.shopify_traffic",
+)
 
 
 @dataclass(eq=False)
 class Delivery:
     event_id: str
     body: bytes
+    # What its signer needs beside the body (the dedupe id, the type, ...).
+    outgoing: Outgoing
     attempts: int = 0
 
 
@@ -61,9 +74,14 @@ class Result:
 
 
 def plan(events: list[dict], duplicates: int, together: bool) -> list[Delivery]:
+    """Stripe events, each `duplicates` times (see plan_sent)."""
+    sent = [(samples.encode(evt), Outgoing(evt["id"], evt["type"])) for evt in events]
+    return plan_sent(sent, duplicates, together)
+
+
+def plan_sent(sent: list[tuple[bytes, Outgoing]], duplicates: int, together: bool) -> list[Delivery]:
     """Every event `duplicates` times: back to back so the copies race, or shuffled."""
-    bodies = [(evt["id"], samples.encode(evt)) for evt in events]
-    deliveries = [Delivery(event_id, body) for event_id, body in bodies for _ in range(duplicates)]
+    deliveries = [Delivery(out.event_id, body, out) for body, out in sent for _ in range(duplicates)]
     if not together:
         random.shuffle(deliveries)
     return deliveries
@@ -77,16 +95,21 @@ def deliver(
     jitter_s: float = 0.0,
     retry: Retry = Retry(),
     progress: bool = True,
+    provider: str = STRIPE,
 ) -> Result:
     result = Result(events=len({d.event_id for d in deliveries}), deliveries=len(deliveries))
+
+    def sign(delivery: Delivery) -> dict[str, str]:
+        return signing.headers(provider, delivery.body, secret, delivery.outgoing)
+
     with tqdm(total=len(deliveries), unit="delivery", disable=not progress, file=sys.stderr) as bar:
         started = time.perf_counter()
-        asyncio.run(_deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, result, bar))
+        asyncio.run(_deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, result, bar))
         result.elapsed_s = time.perf_counter() - started
     return result
 
 
-async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, result, bar) -> None:
+async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, result, bar) -> None:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Delivery] = asyncio.Queue()
     for delivery in deliveries:
@@ -108,7 +131,8 @@ async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, re
             delivery = await queue.get()
             if jitter_s:
                 await asyncio.sleep(random.uniform(0, jitter_s))
-            status = await _attempt(session, url, secret, delivery, result)
+            # Signed per attempt, as a provider's retry is: a fresh timestamp each time.
+            status = await _attempt(session, url, sign(delivery), delivery, result)
             delivery.attempts += 1
             if retryable(status) and delivery.attempts < retry.budget:
                 # The retry waits off the connection, as Stripe's does.
@@ -126,8 +150,7 @@ async def _deliver_all(url, secret, deliveries, concurrency, jitter_s, retry, re
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-async def _attempt(session, url: str, secret: str, delivery: Delivery, result: Result) -> int | None:
-    headers = stripe_sender.headers(delivery.body, secret)
+async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
     started = time.perf_counter()
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:
@@ -141,47 +164,6 @@ async def _attempt(session, url: str, secret: str, delivery: Delivery, result: R
     if status == 200 and not replayed:
         result.first_answers[delivery.event_id] += 1
     return status
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    if len(sorted_values) < 2:
-        return sorted_values[0] if sorted_values else float("nan")
-    return statistics.quantiles(sorted_values, n=100, method="inclusive")[int(pct) - 1]
-
-
-def markdown_table(headers: list[str], rows: list[list]) -> str:
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
-
-
-def latency_table(result: Result) -> str:
-    labels = sorted({label for label, _ in result.attempts})
-    rows = []
-    for label in [*labels, None]:
-        ms = result.latencies_ms(label)
-        rows.append(
-            [label or "all", len(ms)]
-            + [f"{percentile(ms, p):.1f}" for p in (50, 95, 99)]
-            + [f"{ms[-1]:.1f}" if ms else "-"]
-        )
-    return markdown_table(["answer", "attempts", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows)
-
-
-def throughput_table(result: Result, concurrency: int) -> str:
-    rows = [
-        ["unique events", result.events],
-        ["deliveries", result.deliveries],
-        ["HTTP attempts (with retries)", len(result.attempts)],
-        ["deliveries without a 2xx", result.dropped],
-        ["concurrency", concurrency],
-        ["elapsed s", f"{result.elapsed_s:.2f}"],
-        ["deliveries/s", f"{result.deliveries_per_s:.1f}"],
-        ["unique events/s", f"{result.events_per_s:.1f}"],
-    ]
-    return markdown_table(["measure", "value"], rows)
 
 
 def register(subparsers) -> None:
@@ -224,24 +206,45 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.secret:
-        sys.exit("loadtest: no signing secret: pass --secret or set STRIPE_WEBHOOK_SECRET")
-    events = samples.payment_stream(args.events)
-    deliveries = plan(events, args.duplicates, together=args.order == "together")
+    secret = signing.secret(args, "loadtest")
+    if args.provider == STRIPE:
+        events = samples.payment_stream(args.events)
+        deliveries = plan(events, args.duplicates, together=args.order == "together")
+    else:
+        plugin = _traffic(args.provider)
+        sent = plugin.events(args.events)
+        deliveries = plan_sent(sent, args.duplicates, together=args.order == "together")
     result = deliver(
-        args.url,
-        args.secret,
+        signing.url(args),
+        secret,
         deliveries,
         args.concurrency,
         jitter_s=args.jitter_ms / 1000,
         retry=Retry(budget=args.retry_budget),
         progress=sys.stderr.isatty(),
+        provider=args.provider,
     )
     print(latency_table(result), end="\n\n")
     print(throughput_table(result, args.concurrency), end="\n\n")
     if args.no_audit:
         return 0 if result.dropped == 0 else 1
-    checks = audit.audit_events(database_url(Settings.from_env()), events, result.first_answers)
+    url = database_url(Settings.from_env())
+    if args.provider == STRIPE:
+        checks = audit.audit_events(url, events, result.first_answers)
+    else:
+        checks = audit.audit_traffic(url, plugin, [out for _, out in sent], result.first_answers)
     for check in checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
-    return 0 if all(check.passed for check in checks) else 1
+    failed = [check.name for check in checks if not check.passed]
+    if failed:
+        print(f"loadtest: audit failed: {'; '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _traffic(provider: str) -> traffic.Traffic:
+    for module in TRAFFIC_MODULES:
+        importlib.import_module(module)
+    plugin = traffic.get(provider)
+    if plugin is None:
+        raise CommandError(f"loadtest: no traffic for provider {provider}: add a Traffic (webhooks/ops/traffic.py)")
+    return plugin

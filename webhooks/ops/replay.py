@@ -1,9 +1,10 @@
-"""`python -m webhooks replay`: re-send events the way Stripe and its CLI do.
+"""`python -m webhooks replay`: re-send events the way their provider does.
 
 Events come from JSON files (Stripe's event envelope, sent byte for byte) or
-from the ledger (the payload exactly as it was received), are signed afresh
-with a `whsec_` secret, and are posted with Stripe's headers. `--times K`
-sends each one K times, as `stripe events resend` would.
+from the ledger (the payload exactly as it was received, any provider), are
+signed afresh with the provider's secret, and are posted with its headers
+(for Stripe, those Stripe and its CLI set). `--times K` sends each one K
+times, as `stripe events resend` would.
 """
 from __future__ import annotations
 
@@ -15,23 +16,27 @@ from pathlib import Path
 
 import requests
 
-from . import durations, stripe_sender
+from . import durations, signing, stripe_sender
+from .errors import CommandError
 
 from ..service import ledger
-from ..service.http import PROVIDER
 from ..service.config import Settings
 from ..service.db import connect
+from ..service.events import STRIPE
+from ..service.providers import Outgoing
 
 
 @dataclass(frozen=True)
 class Replayable:
     label: str
     body: bytes
+    # What the provider's signer puts beside the body; a file's is read from it (Stripe's).
+    outgoing: Outgoing
 
 
 def register(subparsers) -> None:
     parser = stripe_sender.command_parser(
-        subparsers, "replay", __doc__, help="re-send events (JSON files or ledger rows) signed like Stripe"
+        subparsers, "replay", __doc__, help="re-send events (JSON files or ledger rows) signed like their provider"
     )
     parser.add_argument("files", nargs="*", type=Path, help="event JSON files to send as they are")
     ledger_args = parser.add_argument_group(
@@ -55,8 +60,10 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.secret:
-        sys.exit("replay: no signing secret: pass --secret or set STRIPE_WEBHOOK_SECRET")
+    secret = signing.secret(args, "replay")
+    if args.files and args.provider != STRIPE:
+        # Another provider's id and type travel in headers the file does not have.
+        raise CommandError(f"replay: files are Stripe events; select {args.provider}'s from the ledger (--id, --type, --since)")
     events = [_from_file(path) for path in args.files]
     if any([args.ids, args.types, args.since, args.until, args.limit]):
         events += _from_ledger(args)
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     with requests.Session() as session:
         for event in events:
             for attempt in range(1, args.times + 1):
-                ok &= _send(session, args.url, args.secret, event, attempt)
+                ok &= _send(session, args, secret, event, attempt)
     return 0 if ok else 1
 
 
@@ -76,27 +83,29 @@ def _from_file(path: Path) -> Replayable:
         label = json.loads(body).get("id") or path.name
     except (ValueError, AttributeError):
         label = path.name  # sent anyway: the service's answer says what is wrong with it
-    return Replayable(label, body)
+    return Replayable(label, body, Outgoing(label, ""))
 
 
 def _from_ledger(args: argparse.Namespace) -> list[Replayable]:
     with connect(Settings.from_env()) as conn:
         rows = ledger.stored_events(
             conn,
-            PROVIDER,
+            args.provider,
             ids=args.ids,
             types=args.types,
             since=args.since,
             until=args.until,
             limit=args.limit,
         )
-    return [Replayable(event_id, payload.encode("utf-8")) for event_id, payload in rows]
+    return [
+        Replayable(row.event_id, row.payload.encode("utf-8"), signing.outgoing(row)) for row in rows
+    ]
 
 
-def _send(session: requests.Session, url: str, secret: str, event: Replayable, attempt: int) -> bool:
-    headers = stripe_sender.headers(event.body, secret)
+def _send(session: requests.Session, args, secret: str, event: Replayable, attempt: int) -> bool:
+    headers = signing.headers(args.provider, event.body, secret, event.outgoing)
     try:
-        response = session.post(url, data=event.body, headers=headers, timeout=30)
+        response = session.post(signing.url(args), data=event.body, headers=headers, timeout=30)
     except requests.RequestException as exc:
         print(f"{event.label} #{attempt}: {type(exc).__name__}: {exc}")
         return False

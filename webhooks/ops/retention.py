@@ -8,7 +8,6 @@ paid event meets the unique index on fulfilments.payment_id and is answered
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -17,10 +16,10 @@ import psycopg
 from . import durations
 from ..service.config import Settings
 from ..service.db import connect
+from ..service.redaction import REDACTED, redact  # noqa: F401  (REDACTED: part of this module's API)
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
-REDACTED = "[redacted]"
 
 # Each DELETE is one batch in its own (autocommit) transaction, so a long
 # prune never holds locks on more than `batch` rows at a time.
@@ -61,22 +60,6 @@ _REDACT = {
     "webhook_events": "UPDATE webhook_events SET payload = %s, redacted_at = now() WHERE id = %s",
     "webhook_failures": "UPDATE webhook_failures SET payload = %s, redacted_at = now() WHERE id = %s",
 }
-
-
-def redact(payload: str, fields: frozenset[str]) -> str:
-    """`payload` with the value of every key in `fields`, at any depth, replaced."""
-
-    def walk(value):
-        if isinstance(value, dict):
-            return {k: REDACTED if k in fields else walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    try:
-        return json.dumps(walk(json.loads(payload)))
-    except ValueError:
-        return payload  # not JSON: nothing we can find fields in
 
 
 def delete_older_than(conn: psycopg.Connection, cutoff: datetime, batch: int) -> dict[str, int]:

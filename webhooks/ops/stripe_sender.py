@@ -10,7 +10,7 @@ import os
 import random
 from dataclasses import dataclass
 
-from ..service import signature
+from ..service import providers, signature
 from ..service.config import Settings
 
 WEBHOOK_PATH = "/webhooks/stripe"
@@ -27,6 +27,11 @@ def headers(body: bytes, secret: str, timestamp: int | None = None) -> dict[str,
     return {**STRIPE_HEADERS, "Stripe-Signature": signature.sign(body, secret, timestamp)}
 
 
+def local_url(provider: str = "stripe") -> str:
+    """The provider's URL on the service this machine runs (port from $PORT)."""
+    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/webhooks/{provider}"
+
+
 def default_secret() -> str | None:
     """The first configured secret: the one a local service verifies with."""
     secrets = Settings.from_env().webhook_secrets
@@ -41,19 +46,23 @@ def positive_int(text: str) -> int:
 
 
 def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.ArgumentParser:
-    """A subcommand that sends to --url with --secret, by default the local service's."""
+    """A subcommand that sends as --provider to --url with --secret, by default the local service's."""
     parser = subparsers.add_parser(
         name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
+        "--provider",
+        default="stripe",
+        choices=sorted(p.name for p in providers.all_providers()),
+        help="sign and send as this provider does (default: %(default)s)",
+    )
+    parser.add_argument(
         "--url",
-        default=f"http://127.0.0.1:{os.environ.get('PORT', '8000')}{WEBHOOK_PATH}",
-        help="endpoint (default: %(default)s, from $PORT)",
+        help=f"endpoint (default: {local_url('PROVIDER')}, from $PORT)",
     )
     parser.add_argument(
         "--secret",
-        default=default_secret(),
-        help="whsec_ signing secret (default: the first of $STRIPE_WEBHOOK_SECRET)",
+        help="signing secret (default: the first of the provider's setting, e.g. $STRIPE_WEBHOOK_SECRET)",
     )
     return parser
 

@@ -1,4 +1,4 @@
-"""`python -m webhooks subscriptions show SUB_ID`: the mirror of one subscription and its access."""
+"""`python -m webhooks subscriptions show SUB_ID | sweep`: one subscription's mirror and access; telling time's flips."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +39,13 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    with connect(Settings.from_env()) as conn:
+        told = access.sweep(conn)
+    print(f"told {told} access changes")
+    return 0
+
+
 def register(commands) -> None:
     subscriptions = commands.add_parser(
         "subscriptions", help="the subscription mirror and its access decision"
@@ -47,3 +54,7 @@ def register(commands) -> None:
     show = actions.add_parser("show", help="one subscription's mirror, latest invoice and access")
     show.add_argument("subscription_id", metavar="SUB_ID")
     show.set_defaults(func=_show)
+    actions.add_parser(
+        "sweep", help="enqueue subscription.access_changed for access that time alone ended or began"
+        " (every outbox worker does it each WEBHOOK_ACCESS_SWEEP_SECONDS)",
+    ).set_defaults(func=_sweep)

@@ -28,7 +28,7 @@ from .errors import CommandError
 from ..service import migrate, outbox
 from ..service.config import Settings
 from ..service.db import database_url
-from ..stripe import thin
+from ..stripe import access, thin
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +87,33 @@ async def deliver(settings: Settings, job: Job) -> None:
     log.info("outbox_delivered", job_id=job.id, idempotency_key=key, attempt=job.attempts + 1)
 
 
+def sweep_access(url: str) -> None:
+    """Tell the access flips time alone made (see access.sweep); any worker may, at once."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            told = access.sweep(conn)
+    except psycopg.Error as exc:
+        log.warning("access_sweep_failed", error=type(exc).__name__)
+        return
+    if told:
+        log.info("access_sweep", told=told)
+
+
+async def _sweeping(settings: Settings, url: str) -> None:
+    while True:
+        await asyncio.to_thread(sweep_access, url)
+        await asyncio.sleep(settings.access_sweep_s)
+
+
 async def run(settings: Settings, url: str) -> None:
+    sweeper = asyncio.create_task(_sweeping(settings, url))
+    try:
+        await _queue(settings, url)
+    finally:
+        sweeper.cancel()
+
+
+async def _queue(settings: Settings, url: str) -> None:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         pgq = PgQueuer.from_psycopg_connection(conn)
 

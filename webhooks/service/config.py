@@ -47,6 +47,11 @@ def _version_range(raw: str) -> tuple[str, str]:
 class Settings:
     database_url: str | None = None
     webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The other providers' secrets (webhooks/service/providers/): a provider
+    # without one is refused at its URL.
+    shopify_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    github_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    standard_webhooks_secrets: tuple[str, ...] = field(default=(), repr=False)
     port: int = 8000
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
@@ -98,6 +103,8 @@ class Settings:
     # after a paid period ends its renewal may take to be paid.
     subscription_grace: timedelta = timedelta(days=3)
     subscription_renewal_margin: timedelta = timedelta(hours=2)
+    # How often each outbox worker tells the access flips that time alone made.
+    access_sweep_s: float = 60.0
     # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
     # restricted read key, the API version every fetched object is rendered in
     # (the handlers' shapes), and the base address (tests and staging point
@@ -130,6 +137,9 @@ class Settings:
 _FROM_ENV = {
     "database_url": ("DATABASE_URL", str),
     "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
+    "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
+    "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
+    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
     "port": ("PORT", int),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
@@ -157,6 +167,7 @@ _FROM_ENV = {
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
     "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
     "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
+    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", float),
     "stripe_api_key": ("STRIPE_API_KEY", str),
     "stripe_api_version": ("STRIPE_API_VERSION", str),
     "stripe_api_base": ("STRIPE_API_BASE", str),

@@ -42,6 +42,7 @@ class UnsupportedApiVersion(Exception):
 
 # Stripe ids are short ASCII tokens; anything else (a NUL, a megabyte) is
 # refused here so it never reaches SQL.
+STRIPE = "stripe"  # the provider name in URLs, the ledger and the registry
 _ID = re.compile(r"[A-Za-z0-9_\-.:]{1,255}")
 _TYPE = re.compile(r"[A-Za-z0-9_.\-]{1,255}")
 THIN = "v2.core.event"

@@ -6,18 +6,19 @@ import threading
 import time
 
 import structlog
-from flask import Flask, Response, request
+from flask import Flask, Response
+from werkzeug.datastructures import EnvironHeaders
 from werkzeug.wsgi import get_content_length
 
-from . import db, ingest, metrics, migrate, registry, signature, startup
+from . import db, ingest, metrics, migrate, providers, registry, signature, startup
 from .config import Settings
 from .db import open_pool
-from .events import InvalidEvent, mode_outcome, parse
+from .events import STRIPE, InvalidEvent
 from .logs import configure as configure_logging
-from .route import STRIPE_PATH, JsonAnswer, StripeRoute, read_body
+from .route import WEBHOOK_RULE, JsonAnswer, WebhookRoute, read_body
 
 log = structlog.get_logger(__name__)
-PROVIDER = "stripe"
+PROVIDER = STRIPE
 
 
 class _LazyPool:
@@ -65,14 +66,15 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["webhooks.pool"] = pool
     schema = startup.SchemaGate(pool)
 
-    def serve_stripe(environ) -> JsonAnswer:
+    def serve(environ, provider: providers.Provider) -> JsonAnswer:
         started = time.perf_counter()
-        response, event, refusal = _handle_stripe(settings, pool, schema, environ)
+        response, event, refusal = _handle(settings, pool, schema, environ, provider)
         seconds = time.perf_counter() - started
         outcome = response.headers.get("X-Outcome")
         replayed = response.headers.get("Idempotent-Replayed") == "true"
         log.info(
             "delivery",
+            provider=provider.name,
             event_id=event.id if event else None,
             event_type=event.type if event else None,
             outcome=outcome or ("rejected" if refusal else None),
@@ -81,14 +83,16 @@ def create_app(settings: Settings | None = None) -> Flask:
             duration_ms=round(seconds * 1000, 2),
             **refusal,
         )
-        observe.delivery(outcome, response.status_code, replayed, seconds)
+        observe.delivery(provider.name, outcome, response.status_code, replayed, seconds)
         return response
 
-    # Served by StripeRoute ahead of Flask; declared so Flask's routing
-    # answers the path's other methods (405, OPTIONS) as before.
-    app.add_url_rule(
-        STRIPE_PATH, "stripe_webhook", lambda: serve_stripe(request.environ), methods=["POST"]
-    )
+    def unknown_provider(name: str) -> Response:
+        # WebhookRoute serves every registered provider before Flask sees it.
+        return _error(404, "unknown_provider")
+
+    # Declared so Flask's routing answers the paths' other methods (405,
+    # OPTIONS) and unknown providers (404).
+    app.add_url_rule(WEBHOOK_RULE, "webhook", unknown_provider, methods=["POST"])
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -107,10 +111,13 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, "database_unavailable", type(exc).__name__)
         if not current:
             return _error(503, startup.SCHEMA_NOT_CURRENT)
-        return _json_response(200, '{"status":"ready"}')
+        # Stripe's secret decides readiness (above); the others only say
+        # which URLs take deliveries, so one unset secret does not take the
+        # whole service out of a load balancer.
+        return _json_response(200, ingest.json_body(status="ready", providers=providers.enabled(settings)))
 
     observe = metrics.install(app, pool)
-    app.wsgi_app = StripeRoute(app, serve_stripe)
+    app.wsgi_app = WebhookRoute(app, serve)
     startup.announce(settings)
     log.info("app_ready", pid=os.getpid())
     return app
@@ -121,8 +128,10 @@ def _refuse(status: int, error: str, detail: str | None = None, event=None):
     return JsonAnswer(status, _error_body(error, detail), {}), event, {"error": error, "detail": detail}
 
 
-def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, environ):
-    if not settings.webhook_secrets:
+def _handle(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, environ,
+            provider: providers.Provider):
+    secrets = provider.secrets(settings)
+    if not secrets:
         return _refuse(503, startup.SECRET_MISSING)
     body = read_body(environ, settings.max_body_bytes)
     if body is None:
@@ -133,25 +142,22 @@ def _handle_stripe(settings: Settings, pool: _LazyPool, schema: startup.SchemaGa
         # whatever the bytes that did arrive say.
         return _refuse(400, "body_incomplete")
     event = None
+    headers = EnvironHeaders(environ)
     try:
-        text = signature.verify(
-            body,
-            environ.get("HTTP_STRIPE_SIGNATURE"),
-            settings.webhook_secrets,
-            settings.signature_tolerance_s,
-        )
-        event = parse(text)
-        # ingest.accept checks the mode too (for backfill and reprocess); a
-        # refusal here is logged with its reason before any database work.
-        mode_outcome(event, settings.stripe_mode)
+        text = provider.verify(body, headers, secrets, settings.signature_tolerance_s)
+        event = provider.parse(text, headers)
+        if provider.admit is not None:
+            # ingest.accept checks Stripe's mode too (for backfill and reprocess);
+            # a refusal here is logged with its reason before any database work.
+            provider.admit(event, settings)
     except signature.InvalidSignature as exc:
-        return _refuse(400, "invalid_signature", str(exc))
+        return _refuse(provider.invalid_signature_status, "invalid_signature", str(exc))
     except InvalidEvent as exc:
         return _refuse(400, exc.error, str(exc), event)
     refusal = schema.refusal()
     if refusal:
         return _refuse(503, refusal, event=event)
-    answer = ingest.accept(pool.get(), PROVIDER, event, settings)
+    answer = ingest.accept(pool.get(), provider.name, event, settings)
     headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         headers["Idempotent-Replayed"] = "true"

@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import db, ledger, registry
 from .config import Settings
 from .db import is_unavailable
-from .events import Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
+from .events import STRIPE, Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +47,10 @@ def accept(pool: ConnectionPool, provider: str, event: Event, settings: Settings
     handled event in an API version the handlers cannot read is re-synced
     (claimed, its object fetched later in the pinned version) when the
     Stripe API is configured and a re-sync is registered, else refused (500).
+    Other providers' events have no mode or API version: they are delivered.
     """
+    if provider != STRIPE:
+        return deliver(pool, provider, event)
     try:
         skip = mode_outcome(event, settings.stripe_mode)
     except InvalidEvent as exc:
@@ -119,14 +122,14 @@ def _settle(
 def _claim_and_fulfil(
     pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
 ) -> Answer | None:
-    settled = None if handler else registry.settled(event)
+    settled = None if handler else registry.settled(event, provider)
     if settled is not None:
         return _claim_settled(pool, provider, event, settled)
     with db.connection(pool) as conn, db.transaction(conn):
         ledger_id = ledger.claim(conn, provider, event)
         if ledger_id is None:
             return _replayed(conn, provider, event)
-        outcome = handler(conn, event) if handler else registry.run(conn, event)
+        outcome = handler(conn, event) if handler else registry.run(conn, event, provider)
         stored = _stored(event, outcome)
         ledger.complete(conn, ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)

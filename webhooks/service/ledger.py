@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
+from psycopg.rows import class_row
 
 from . import db, registry
 from .events import Event
@@ -119,13 +120,13 @@ def record_failure(
         _RECORD_FAILURE,
         [
             provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw,
-            registry.handler_name(event.type),
+            registry.handler_name(event.type, provider),
         ],
     )
 
 
 _STORED_EVENTS = """
-SELECT event_id, payload
+SELECT event_id, event_type, account, payload
 FROM webhook_events
 WHERE provider = %(provider)s
   AND (%(ids)s::text[] IS NULL OR event_id = ANY(%(ids)s))
@@ -146,10 +147,18 @@ def stored_events(
     since=None,
     until=None,
     limit: int | None = None,
-) -> list[tuple[str, str]]:
-    """(event id, raw payload as received) of the matching events, oldest first.
+) -> list[StoredEvent]:
+    """The matching events, oldest first, each with its raw payload as received.
 
     A criterion left as None does not filter.
     """
     params = dict(provider=provider, ids=ids, types=types, since=since, until=until, limit=limit)
-    return conn.execute(_STORED_EVENTS, params).fetchall()
+    return conn.cursor(row_factory=class_row(StoredEvent)).execute(_STORED_EVENTS, params).fetchall()
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    event_id: str
+    event_type: str | None
+    account: str | None
+    payload: str

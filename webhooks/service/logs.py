@@ -39,15 +39,18 @@ _RENDER = [
 ]
 
 
+def formatter() -> logging.Formatter:
+    """A stdlib record as our JSON line (also gunicorn's own logs: gunicorn.conf.py)."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *_SHARED],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *_RENDER],
+    )
+
+
 def configure(level: str = "INFO") -> None:
     """structlog for our loggers, and the stdlib root (pgqueuer, psycopg_pool, ...) through it."""
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[structlog.stdlib.add_logger_name, *_SHARED],
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *_RENDER],
-        )
-    )
+    handler.setFormatter(formatter())
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)

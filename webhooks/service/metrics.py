@@ -85,8 +85,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.deliveries = Counter(
             "webhook_deliveries_total",
-            "Webhook deliveries answered, by outcome and HTTP status",
-            ["outcome", "status"],
+            "Webhook deliveries answered, by provider, outcome and HTTP status",
+            ["provider", "outcome", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
@@ -122,10 +122,12 @@ class Metrics:
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
 
-    def delivery(self, outcome: str | None, status: int, replayed: bool, seconds: float) -> None:
+    def delivery(
+        self, provider: str, outcome: str | None, status: int, replayed: bool, seconds: float
+    ) -> None:
         """One answered webhook delivery, and the pool's figures since the last one."""
         outcome = outcome or "rejected"
-        self.deliveries.labels(outcome, str(status)).inc()
+        self.deliveries.labels(provider, outcome, str(status)).inc()
         self.latency.observe(seconds)
         conflict = "replayed" if replayed else outcome
         if conflict in _CONFLICTS:

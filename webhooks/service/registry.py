@@ -2,6 +2,8 @@
 
 A handler takes the claim's connection and the parsed event, runs inside the
 claim's transaction, and returns the outcome word stored in the ledger.
+Handlers are keyed by (provider, event type): Shopify's `orders/paid` and a
+Standard Webhooks sender's `invoice.paid` never meet Stripe's handlers.
 Registering a type again replaces its handler, so a shop can take over a
 built-in one (and call it from its own to keep its effect).
 """
@@ -12,11 +14,11 @@ from typing import Callable
 
 import psycopg
 
-from .events import Event
+from .events import STRIPE, Event
 from .outcomes import IGNORED, NOTIFIED
 
 Handler = Callable[[psycopg.Connection, Event], str]
-_HANDLERS: dict[str, Handler] = {}
+_HANDLERS: dict[tuple[str, str], Handler] = {}
 # Handlers for events no type handler fits, one per situation, registered by
 # the domain: "thin" runs for a thin event whose type has no handler (thin
 # types are open ended, `v1.<any snapshot type>`); "resync" claims a handled
@@ -24,10 +26,10 @@ _HANDLERS: dict[str, Handler] = {}
 _FALLBACKS: dict[str, Handler] = {}
 
 
-def handles(*event_types: str) -> Callable[[Handler], Handler]:
+def handles(*event_types: str, provider: str = STRIPE) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         for event_type in event_types:
-            _HANDLERS[event_type] = handler
+            _HANDLERS[provider, event_type] = handler
         return handler
 
     return register
@@ -47,8 +49,8 @@ def fallback(situation: str) -> Handler | None:
     return _FALLBACKS.get(situation)
 
 
-def handler_for(event_type: str) -> Handler | None:
-    return _HANDLERS.get(event_type)
+def handler_for(event_type: str, provider: str = STRIPE) -> Handler | None:
+    return _HANDLERS.get((provider, event_type))
 
 
 def load(modules: tuple[str, ...]) -> None:
@@ -57,30 +59,34 @@ def load(modules: tuple[str, ...]) -> None:
         importlib.import_module(module)
 
 
-def handled(event_type: str) -> bool:
+def handled(event_type: str, provider: str = STRIPE) -> bool:
     """A handler reads this type's payload (so its shape matters)."""
-    return event_type in _HANDLERS
+    return (provider, event_type) in _HANDLERS
 
 
-def handler_name(event_type: str) -> str | None:
+def handler_name(event_type: str, provider: str = STRIPE) -> str | None:
     """`module.function` of the handler this process runs for the type, None if none."""
-    handler = _HANDLERS.get(event_type)
+    handler = _HANDLERS.get((provider, event_type))
     return None if handler is None else f"{handler.__module__}.{handler.__qualname__}"
 
 
-def settled(event: Event) -> str | None:
+def settled(event: Event, provider: str = STRIPE) -> str | None:
     """The outcome `run` gives `event` without running anything; None when a handler runs."""
-    if event.type in _HANDLERS or (event.thin and "thin" in _FALLBACKS):
+    if (provider, event.type) in _HANDLERS:
+        return None
+    if provider != STRIPE:
+        return IGNORED
+    if event.thin and "thin" in _FALLBACKS:
         return None
     # A thin event names its object without carrying it; the ledger row (id,
     # type, payload) is the record a later fetch works from.
     return NOTIFIED if event.thin else IGNORED
 
 
-def run(conn: psycopg.Connection, event: Event) -> str:
-    handler = _HANDLERS.get(event.type)
+def run(conn: psycopg.Connection, event: Event, provider: str = STRIPE) -> str:
+    handler = _HANDLERS.get((provider, event.type))
     if handler is not None:
         return handler(conn, event)
-    if event.thin and "thin" in _FALLBACKS:
+    if provider == STRIPE and event.thin and "thin" in _FALLBACKS:
         return _FALLBACKS["thin"](conn, event)
-    return settled(event)
+    return settled(event, provider)

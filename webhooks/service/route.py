@@ -6,7 +6,12 @@ from werkzeug.exceptions import InternalServerError, RequestEntityTooLarge
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-STRIPE_PATH = "/webhooks/stripe"
+from . import providers
+from .events import STRIPE
+
+WEBHOOK_PREFIX = "/webhooks/"
+WEBHOOK_RULE = WEBHOOK_PREFIX + "<name>"
+STRIPE_PATH = WEBHOOK_PREFIX + STRIPE
 
 
 def read_body(environ, limit: int) -> bytes | None:
@@ -58,8 +63,8 @@ class JsonAnswer:
         return [data]
 
 
-class StripeRoute:
-    """WSGI middleware serving `POST /webhooks/stripe` itself, everything else through Flask.
+class WebhookRoute:
+    """WSGI middleware serving `POST /webhooks/<provider>` itself, everything else through Flask.
 
     Flask's per-request machinery (request context, URL matching, hooks,
     response finalising) cost about a third of a worker's CPU per delivery
@@ -67,8 +72,9 @@ class StripeRoute:
     needs none of it.
     The request is read with Werkzeug's own stream helpers and answered with
     the status lines and headers Werkzeug's Response wrote (JsonAnswer), so
-    bodies, limits and answers are the ones Flask gave. Flask keeps the route declared (see create_app),
-    so its 405 and OPTIONS answers for the path are unchanged.
+    bodies, limits and answers are the ones Flask gave. Flask keeps the route
+    declared (see create_app), so its 405 and OPTIONS answers for the path are
+    unchanged, and an unknown provider's path falls through to its 404.
     """
 
     def __init__(self, app: Flask, serve):
@@ -77,14 +83,23 @@ class StripeRoute:
         self.serve = serve
 
     def __call__(self, environ, start_response):
-        if environ.get("PATH_INFO") != STRIPE_PATH or environ.get("REQUEST_METHOD") != "POST":
+        provider = _provider(environ)
+        if provider is None:
             return self._flask_wsgi(environ, start_response)
         try:
-            response = self.serve(environ)
+            response = self.serve(environ, provider)
         except Exception:
             # What Flask does with an exception a view lets escape.
             if self._app.config["PROPAGATE_EXCEPTIONS"] or self._app.testing:
                 raise
-            self._app.logger.error(f"Exception on {STRIPE_PATH} [POST]", exc_info=True)
+            path = environ.get("PATH_INFO")
+            self._app.logger.error(f"Exception on {path} [POST]", exc_info=True)
             response = InternalServerError().get_response(environ)
         return response(environ, start_response)
+
+
+def _provider(environ) -> providers.Provider | None:
+    path = environ.get("PATH_INFO", "")
+    if environ.get("REQUEST_METHOD") != "POST" or not path.startswith(WEBHOOK_PREFIX):
+        return None
+    return providers.get(path[len(WEBHOOK_PREFIX):])

@@ -10,9 +10,10 @@ from __future__ import annotations
 import psycopg
 import structlog
 
-from . import migrate
+from . import migrate, providers
 from .config import Settings
 from .db import connection, database_url
+from .events import STRIPE
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,16 @@ def announce(settings: Settings) -> None:
             fix="set STRIPE_WEBHOOK_SECRET to the endpoint's whsec_... signing secret",
             effect="/readyz and every delivery answer 503 until then",
         )
+    for provider in providers.all_providers():
+        if provider.name != STRIPE and not provider.secrets(settings):
+            # A warning, not an error: most shops use only some providers.
+            log.warning(
+                "provider_disabled",
+                provider=provider.name,
+                reason=SECRET_MISSING,
+                fix=f"set {provider.secret_setting} to enable it",
+                effect=f"POST /webhooks/{provider.name} answers 503 {SECRET_MISSING}",
+            )
     try:
         # Its own connection, not the pool's: a pool only says it timed out,
         # and the cause (a missing database, a refused login) is the news.

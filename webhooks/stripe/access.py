@@ -1,11 +1,14 @@
-"""Subscription access: the view's decision before and after an event, and the job when it flips.
+"""Subscription access: the view's decision after an event or with time, and the job when it flips.
 
 The rule itself is SQL (`subscription_access_at`, migrations/0017), so the
 shop's code reading the `subscription_access` view and the handlers here
 decide alike. Every handler that changes a subscription first claims its row
-(which locks it, so the "before" it reads is the state its change applies
-to), and `tracking` enqueues `subscription.access_changed` in the same
-transaction when the decision flips: the job commits exactly with the change.
+(which locks it, so the state it reads is the one its change applies to),
+and `tracking` enqueues `subscription.access_changed` in the same
+transaction when the decision differs from what the shop was last told
+(`notified_access`): the job commits exactly with the change. Access also
+ends with time alone (a grace running out, a `cancel_at` passing); `sweep`
+tells those, under the same row lock, so each flip is told once.
 """
 from __future__ import annotations
 
@@ -37,6 +40,24 @@ _DECISION = """
 SELECT has_access, reason, access_until
 FROM subscription_access_at(coalesce(%s::timestamptz, now()))
 WHERE subscription_id = %s
+"""
+
+_TOLD = "SELECT notified_access FROM subscriptions WHERE subscription_id = %s"
+
+_NOTIFIED = "UPDATE subscriptions SET notified_access = %s WHERE subscription_id = %s"
+
+# Candidates only: each is locked and decided again before anything is told.
+_STALE = """
+SELECT a.subscription_id
+FROM subscription_access_at(coalesce(%s::timestamptz, now())) a
+JOIN subscriptions s USING (subscription_id)
+WHERE s.notified_access IS DISTINCT FROM a.has_access AND s.notified_access IS NOT NULL
+"""
+
+_LOCK = """
+SELECT notified_access, account, coalesce(%s::timestamptz, now())
+FROM subscriptions WHERE subscription_id = %s
+FOR UPDATE SKIP LOCKED
 """
 
 _PUBLISH = """
@@ -71,29 +92,60 @@ def decision(
 
 @contextmanager
 def tracking(conn: psycopg.Connection, event: Event, subscription_id: str) -> Iterator[None]:
-    """Run the body's change to the subscription; enqueue the job if access flipped."""
+    """Run the body's change to the subscription; enqueue the job if access flipped.
+
+    "Flipped" is against what the shop was last told, or, for a row no job
+    has spoken of yet, against the decision before the change.
+    """
     claim_row(conn, event, _CLAIM_SUBSCRIPTION, "subscription", subscription_id)
-    before = decision(conn, subscription_id)
+    told = conn.execute(_TOLD, [subscription_id]).fetchone()[0]
+    if told is None:
+        told = decision(conn, subscription_id).has_access
     yield
     after = decision(conn, subscription_id)
-    if after.has_access != before.has_access:
-        _notify(conn, event, subscription_id, after)
+    if after.has_access != told:
+        payload = {"account": event.account, "event_id": event.id, "event_type": event.type}
+        _notify(conn, subscription_id, after, payload, key=event.id)
+    conn.execute(_NOTIFIED, [after.has_access, subscription_id])
 
 
-def _notify(conn: psycopg.Connection, event: Event, subscription_id: str, after: Decision) -> None:
+def sweep(conn: psycopg.Connection, at: datetime | None = None) -> int:
+    """Tell every flip that time alone made by `at` (now by default); how many were told.
+
+    Each subscription is its own transaction under its row lock, so a sweep
+    and an event (or two sweeps, one per worker) never tell one flip twice;
+    a row an event holds is skipped, and that event tells it.
+    """
+    told = 0
+    for (subscription_id,) in conn.execute(_STALE, [at]).fetchall():
+        with conn.transaction():
+            row = conn.execute(_LOCK, [at, subscription_id]).fetchone()
+            if row is None:
+                continue  # an event holds it, and tells what it finds
+            notified, account, moment = row
+            now = decision(conn, subscription_id, at)
+            if now.has_access == notified:
+                continue
+            payload = {"account": account or None, "event_id": None, "event_type": None}
+            _notify(conn, subscription_id, now, payload, key=f"time:{moment.isoformat()}")
+            conn.execute(_NOTIFIED, [now.has_access, subscription_id])
+            told += 1
+    return told
+
+
+def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cause: dict,
+            key: str) -> None:
     outbox.enqueue(
         conn,
         ACCESS_CHANGED,
         {
             "subscription_id": subscription_id,
-            "account": event.account,
             "change": "granted" if after.has_access else "revoked",
             "reason": after.reason,
             "access_until": after.access_until.isoformat() if after.access_until else None,
-            "event_id": event.id,
-            "event_type": event.type,
+            **cause,
         },
-        idempotency_key=f"{ACCESS_CHANGED}:{subscription_id}:{event.id}",
+        idempotency_key=f"{ACCESS_CHANGED}:{subscription_id}:{key}",
     )
 
 

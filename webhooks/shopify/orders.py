@@ -1,0 +1,162 @@
+"""Shopify orders: shipping each paid order once, holding one refunded or cancelled first.
+
+Every event of an order locks its `shopify_orders` row first (`note`), so an
+order's events apply one at a time and in one lock order, whatever order
+Shopify delivers them in. Its facts (paid, refunded, cancelled, held) are
+only ever set, so its state only moves forward. An `orders/paid` ships the
+order once: `shopify_fulfilments` is unique per (shop, order), so a second
+`orders/paid` under another event id answers `already_fulfilled`. If a
+refund or cancellation arrived first (say orders/paid failed and was retried
+after it), the order is held instead: one `shopify.order.review` job, never
+shipped, as the Stripe domain holds a payment refunded before its success.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import class_row
+
+from ..service import outbox
+from ..service.events import Event, InvalidEvent
+from ..service.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
+from ..service.registry import handles
+
+PROVIDER = "shopify"
+ORDER_FULFILLED = "shopify.order.fulfilled"
+ORDER_REVIEW = "shopify.order.review"
+ORDER_CANCELLED = "shopify.order.cancelled"
+CANCELLED = "cancelled"  # a shipped order was cancelled: the shop hears of it
+CANCEL_RECORDED = "cancel_recorded"  # not shipped: its orders/paid will be held
+ALREADY_CANCELLED = "already_cancelled"
+
+
+@dataclass(frozen=True)
+class Order:
+    held_at: datetime | None
+    refunded_at: datetime | None
+    cancelled_at: datetime | None
+
+
+_NOTE = """
+INSERT INTO shopify_orders AS o (shop, order_id, name, customer_id)
+VALUES (%(shop)s, %(order_id)s, %(name)s, %(customer_id)s)
+ON CONFLICT (shop, order_id) DO UPDATE
+SET name = coalesce(o.name, EXCLUDED.name),
+    customer_id = coalesce(o.customer_id, EXCLUDED.customer_id),
+    updated_at = now()
+RETURNING held_at, refunded_at, cancelled_at
+"""
+
+# One statement per fact, so each says whether this event was the one that set it.
+_MARK = {
+    fact: f"""UPDATE shopify_orders SET {fact} = now(), updated_at = now()
+              WHERE shop = %s AND order_id = %s AND {fact} IS NULL RETURNING 1"""
+    for fact in ("paid_at", "refunded_at", "cancelled_at")
+}
+
+# A statement of its own (not a subquery of _NOTE), so it sees a fulfilment
+# committed by the transaction whose row lock _NOTE waited for.
+_SHIPPED = "SELECT 1 FROM shopify_fulfilments WHERE shop = %s AND order_id = %s"
+
+_FULFIL = """
+INSERT INTO shopify_fulfilments (shop, order_id, event_id) VALUES (%s, %s, %s)
+ON CONFLICT (shop, order_id) DO NOTHING
+RETURNING id
+"""
+
+_HOLD = """
+UPDATE shopify_orders SET held_at = now(), updated_at = now()
+WHERE shop = %(shop)s AND order_id = %(order_id)s AND held_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM shopify_fulfilments f
+                  WHERE f.shop = %(shop)s AND f.order_id = %(order_id)s)
+RETURNING 1
+"""
+
+
+def require_id(value: Any, what: str) -> int:
+    """A Shopify numeric id (REST payloads carry them as JSON integers)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise InvalidEvent(f"payload has no valid {what}")
+    return value
+
+
+def customer_id(order: dict) -> int | None:
+    customer = order.get("customer")
+    value = customer.get("id") if isinstance(customer, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def note(conn: psycopg.Connection, event: Event, order_id: int, order: dict | None = None) -> Order:
+    """Lock the order's row (creating it) and add what `order`, if given, says of it."""
+    order = order or {}
+    name = order.get("name") if isinstance(order.get("name"), str) else None
+    params = dict(shop=event.account, order_id=order_id, name=name, customer_id=customer_id(order))
+    with conn.cursor(row_factory=class_row(Order)) as cur:
+        return cur.execute(_NOTE, params).fetchone()
+
+
+def mark(conn: psycopg.Connection, event: Event, order_id: int, fact: str) -> bool:
+    """Set `fact` (paid_at, refunded_at, cancelled_at) unless set; True if this event set it."""
+    return conn.execute(_MARK[fact], [event.account, order_id]).fetchone() is not None
+
+
+def shipped(conn: psycopg.Connection, event: Event, order_id: int) -> bool:
+    return conn.execute(_SHIPPED, [event.account, order_id]).fetchone() is not None
+
+
+def enqueue(conn: psycopg.Connection, kind: str, event: Event, key: int, **payload) -> None:
+    """The shop's job, keyed by what it is about; names no customer."""
+    outbox.enqueue(
+        conn, kind, {"shop": event.account, "event_id": event.id, **payload},
+        idempotency_key=f"{kind}:{event.account}:{key}",
+    )
+
+
+def _line_items(order: dict) -> list[dict]:
+    items = order.get("line_items")
+    return [
+        {k: item.get(k) for k in ("id", "variant_id", "sku", "quantity")}
+        for item in (items if isinstance(items, list) else []) if isinstance(item, dict)
+    ]
+
+
+def _enqueue_order(conn, kind: str, event: Event, order_id: int, **extra) -> None:
+    order = event.data
+    enqueue(conn, kind, event, order_id, order_id=order_id, name=order.get("name"),
+            currency=order.get("currency"), total_price=order.get("total_price"),
+            line_items=_line_items(order), **extra)
+
+
+@handles("orders/paid", provider=PROVIDER)
+def order_paid(conn: psycopg.Connection, event: Event) -> str:
+    order_id = require_id(event.data.get("id"), "order id")
+    order = note(conn, event, order_id, event.data)
+    mark(conn, event, order_id, "paid_at")
+    if order.held_at is not None:
+        return HELD
+    if order.refunded_at is not None or order.cancelled_at is not None:
+        if conn.execute(_HOLD, {"shop": event.account, "order_id": order_id}).fetchone() is None:
+            return ALREADY_FULFILLED  # shipped before the refund or cancellation arrived
+        reason = "cancelled" if order.cancelled_at is not None else "refunded"
+        _enqueue_order(conn, ORDER_REVIEW, event, order_id, reason=reason)
+        return HELD
+    if conn.execute(_FULFIL, [event.account, order_id, event.id]).fetchone() is None:
+        return ALREADY_FULFILLED
+    _enqueue_order(conn, ORDER_FULFILLED, event, order_id)
+    return FULFILLED
+
+
+@handles("orders/cancelled", provider=PROVIDER)
+def order_cancelled(conn: psycopg.Connection, event: Event) -> str:
+    order_id = require_id(event.data.get("id"), "order id")
+    note(conn, event, order_id, event.data)
+    if not mark(conn, event, order_id, "cancelled_at"):
+        return ALREADY_CANCELLED
+    if not shipped(conn, event, order_id):
+        return CANCEL_RECORDED
+    enqueue(conn, ORDER_CANCELLED, event, order_id, order_id=order_id,
+            name=event.data.get("name"), cancel_reason=event.data.get("cancel_reason"))
+    return CANCELLED

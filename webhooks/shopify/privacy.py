@@ -1,0 +1,84 @@
+"""Shopify's mandatory compliance topics: recorded, acted on, answered 200.
+
+The ledger row is the record of each request. `customers/redact` and
+`shop/redact` redact the stored payloads in the same transaction as the
+claim, the request's own payload included (see payloads.py), and clear the
+customer ids `shopify_orders` keeps; `customers/data_request` enqueues a job
+for the shop to answer the request (Shopify gives it 30 days), naming the
+stored events that concern the customer.
+"""
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from ..service.events import Event
+from ..service.registry import handles
+from . import orders, payloads
+
+log = structlog.get_logger(__name__)
+
+DATA_REQUEST_JOB = "shopify.customer.data_request"
+DATA_REQUEST_QUEUED = "data_request_queued"
+REDACTED = "redacted"
+
+_CUSTOMER_ORDERS = "SELECT order_id FROM shopify_orders WHERE shop = %s AND customer_id = %s"
+_SHOP_ORDERS = "SELECT order_id FROM shopify_orders WHERE shop = %s"
+_FORGET_CUSTOMER = """
+UPDATE shopify_orders SET customer_id = NULL, updated_at = now()
+WHERE shop = %s AND (customer_id = %s OR order_id = ANY(%s))
+"""
+_FORGET_CUSTOMERS = "UPDATE shopify_orders SET customer_id = NULL, updated_at = now() WHERE shop = %s"
+
+
+def _ids(values) -> list[int]:
+    return [v for v in (values if isinstance(values, list) else [])
+            if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _customer(conn: psycopg.Connection, event: Event, orders_key: str) -> payloads.Customer:
+    """The request's customer, with their orders: those it lists and those we stored for them."""
+    customer = event.data.get("customer")
+    customer = customer if isinstance(customer, dict) else {}
+    customer_id = customer.get("id") if isinstance(customer.get("id"), int) else None
+    email = customer.get("email") if isinstance(customer.get("email"), str) else None
+    known = [] if customer_id is None else [
+        row[0] for row in conn.execute(_CUSTOMER_ORDERS, [event.account, customer_id])
+    ]
+    return payloads.Customer(customer_id, email, frozenset(_ids(event.data.get(orders_key)) + known))
+
+
+@handles("customers/data_request", provider=orders.PROVIDER)
+def data_request(conn: psycopg.Connection, event: Event) -> str:
+    customer = _customer(conn, event, "orders_requested")
+    request = event.data.get("data_request")
+    request_id = request.get("id") if isinstance(request, dict) else None
+    orders.enqueue(
+        conn, DATA_REQUEST_JOB, event, request_id if isinstance(request_id, int) else event.id,
+        data_request_id=request_id, customer_id=customer.id, orders=sorted(customer.orders),
+        stored_events=payloads.naming(conn, event.account, customer.named_in),
+    )
+    return DATA_REQUEST_QUEUED
+
+
+@handles("customers/redact", provider=orders.PROVIDER)
+def customer_redact(conn: psycopg.Connection, event: Event) -> str:
+    customer = _customer(conn, event, "orders_to_redact")
+    changed = payloads.redact(conn, event.account, customer.named_in, customer.named_in)
+    conn.execute(_FORGET_CUSTOMER, [event.account, customer.id, list(customer.orders)])
+    log.info("shopify_customer_redacted", shop=event.account, event_id=event.id, payloads=changed)
+    return REDACTED
+
+
+@handles("shop/redact", provider=orders.PROVIDER)
+def shop_redact(conn: psycopg.Connection, event: Event) -> str:
+    shop_orders = {row[0] for row in conn.execute(_SHOP_ORDERS, [event.account])}
+
+    def shop_failure(topic: str, data: dict) -> bool:
+        order_id = data.get("id") if topic.startswith("orders/") else data.get("order_id")
+        return order_id in shop_orders or data.get("shop_domain") == event.account
+
+    changed = payloads.redact(conn, event.account, lambda topic, data: True, shop_failure)
+    conn.execute(_FORGET_CUSTOMERS, [event.account])
+    log.info("shopify_shop_redacted", shop=event.account, event_id=event.id, payloads=changed)
+    return REDACTED
