@@ -88,6 +88,9 @@ def test_logs_are_json_lines_with_one_per_delivery_and_no_secrets(server, db):
     # Every line, gunicorn's own start, boot and shutdown lines included.
     lines = [json.loads(line) for line in output.splitlines()]
     assert any(line.get("logger") == "gunicorn.error" for line in lines)
+    # No access-log line per request: the delivery line is the one line (and
+    # gunicorn builds no access line at all unless logging is configured).
+    assert not any(line.get("logger") == "gunicorn.access" for line in lines)
     deliveries = [line for line in lines if line.get("event") == "delivery"]
     assert [(d["status"], d["outcome"]) for d in deliveries] == [
         (200, "fulfilled"), (200, "replayed"), (400, "rejected"), (500, "failed")

@@ -6,6 +6,7 @@ import sys
 import traceback
 
 import structlog
+from gunicorn import glogging
 
 # The innermost frames say where it broke; the outer ones are the framework's.
 _FRAMES = 8
@@ -65,3 +66,12 @@ def configure(level: str = "INFO") -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
+
+
+class GunicornLogger(glogging.Logger):
+    """gunicorn's error log (start, boot, worker exits) written as our JSON lines."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(formatter())
