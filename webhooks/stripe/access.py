@@ -29,11 +29,12 @@ log = structlog.get_logger(__name__)
 ACCESS_CHANGED = "subscription.access_changed"
 
 # Creates the row or, when it exists, locks it with a no-op update; either
-# way it returns the account stored with it, for the scope check.
+# way it returns the account stored with it, for the scope check, and what
+# the shop was last told of its access.
 _CLAIM_SUBSCRIPTION = """
 INSERT INTO subscriptions AS s (subscription_id, account) VALUES (%s, %s)
 ON CONFLICT (subscription_id) DO UPDATE SET account = s.account
-RETURNING account
+RETURNING account, notified_access
 """
 
 _DECISION = """
@@ -41,8 +42,6 @@ SELECT has_access, reason, access_until
 FROM subscription_access_at(coalesce(%s::timestamptz, now()))
 WHERE subscription_id = %s
 """
-
-_TOLD = "SELECT notified_access FROM subscriptions WHERE subscription_id = %s"
 
 _NOTIFIED = "UPDATE subscriptions SET notified_access = %s WHERE subscription_id = %s"
 
@@ -76,10 +75,14 @@ class Decision:
 
 def claim_row(
     conn: psycopg.Connection, event: Event, claim_sql: str, object_type: str, object_id: str
-) -> None:
-    """Lock (creating if need be) the row `claim_sql` names and check the event's scope on it."""
-    stored = conn.execute(claim_sql, [object_id, event.account_key]).fetchone()[0]
-    scope.check(conn, event, object_type, object_id, stored)
+) -> tuple:
+    """Lock (creating if need be) the row `claim_sql` names and check the event's scope on it.
+
+    Returns what `claim_sql` returns: the stored account first.
+    """
+    row = conn.execute(claim_sql, [object_id, event.account_key]).fetchone()
+    scope.check(conn, event, object_type, object_id, row[0])
+    return row
 
 
 def decision(
@@ -97,8 +100,7 @@ def tracking(conn: psycopg.Connection, event: Event, subscription_id: str) -> It
     "Flipped" is against what the shop was last told, or, for a row no job
     has spoken of yet, against the decision before the change.
     """
-    claim_row(conn, event, _CLAIM_SUBSCRIPTION, "subscription", subscription_id)
-    told = conn.execute(_TOLD, [subscription_id]).fetchone()[0]
+    _, told = claim_row(conn, event, _CLAIM_SUBSCRIPTION, "subscription", subscription_id)
     if told is None:
         told = decision(conn, subscription_id).has_access
     yield
