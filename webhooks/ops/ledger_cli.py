@@ -127,7 +127,7 @@ def _parsed(detail: history.EventDetail):
     return provider.parse(detail.payload, headers)
 
 
-_PROVIDERS = sorted(p.name for p in providers.all_providers())
+_PROVIDERS = providers.names()
 
 
 def register(commands) -> None:

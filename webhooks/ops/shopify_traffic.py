@@ -17,9 +17,9 @@ import uuid
 import psycopg
 
 from ..service.providers import Outgoing
+from ..service.providers.shopify import SHOPIFY as PROVIDER
 from . import traffic
 
-PROVIDER = "shopify"
 TOPIC = "orders/paid"
 FULFILLED_JOB = "shopify.order.fulfilled"
 _SHOPS = ("loadtest-tea.myshopify.com", "loadtest-coffee.myshopify.com")

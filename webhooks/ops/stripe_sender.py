@@ -53,7 +53,7 @@ def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.Argum
     parser.add_argument(
         "--provider",
         default="stripe",
-        choices=sorted(p.name for p in providers.all_providers()),
+        choices=providers.names(),
         help="sign and send as this provider does (default: %(default)s)",
     )
     parser.add_argument(

@@ -7,11 +7,9 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
 from . import providers
-from .events import STRIPE
 
 WEBHOOK_PREFIX = "/webhooks/"
 WEBHOOK_RULE = WEBHOOK_PREFIX + "<name>"
-STRIPE_PATH = WEBHOOK_PREFIX + STRIPE
 
 
 def read_body(environ, limit: int) -> bytes | None:

@@ -22,9 +22,9 @@ from psycopg.rows import class_row
 from ..service import outbox
 from ..service.events import Event, InvalidEvent
 from ..service.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
+from ..service.providers.shopify import SHOPIFY as PROVIDER
 from ..service.registry import handles
 
-PROVIDER = "shopify"
 ORDER_FULFILLED = "shopify.order.fulfilled"
 ORDER_REVIEW = "shopify.order.review"
 ORDER_CANCELLED = "shopify.order.cancelled"

@@ -44,6 +44,11 @@ _REWRITE = {
 }
 
 
+def order_of(topic: str, data: dict):
+    """The order a payload is about: an order topic's `id`, any other's `order_id`."""
+    return data.get("id") if topic.startswith("orders/") else data.get("order_id")
+
+
 @dataclass(frozen=True)
 class Customer:
     """Whom a compliance request is about."""
@@ -61,8 +66,7 @@ class Customer:
             return True
         if self._is_email(data.get("email")) or self._is_email(data.get("contact_email")):
             return True
-        order_id = data.get("id") if topic.startswith("orders/") else data.get("order_id")
-        return order_id in self.orders
+        return order_of(topic, data) in self.orders
 
     def _is_email(self, value) -> bool:
         return bool(self.email) and isinstance(value, str) and value.lower() == self.email.lower()

@@ -38,10 +38,10 @@ def _ids(values) -> list[int]:
 
 def _customer(conn: psycopg.Connection, event: Event, orders_key: str) -> payloads.Customer:
     """The request's customer, with their orders: those it lists and those we stored for them."""
+    customer_id = orders.customer_id(event.data)
     customer = event.data.get("customer")
-    customer = customer if isinstance(customer, dict) else {}
-    customer_id = customer.get("id") if isinstance(customer.get("id"), int) else None
-    email = customer.get("email") if isinstance(customer.get("email"), str) else None
+    email = customer.get("email") if isinstance(customer, dict) else None
+    email = email if isinstance(email, str) else None
     known = [] if customer_id is None else [
         row[0] for row in conn.execute(_CUSTOMER_ORDERS, [event.account, customer_id])
     ]
@@ -75,8 +75,8 @@ def shop_redact(conn: psycopg.Connection, event: Event) -> str:
     shop_orders = {row[0] for row in conn.execute(_SHOP_ORDERS, [event.account])}
 
     def shop_failure(topic: str, data: dict) -> bool:
-        order_id = data.get("id") if topic.startswith("orders/") else data.get("order_id")
-        return order_id in shop_orders or data.get("shop_domain") == event.account
+        return (payloads.order_of(topic, data) in shop_orders
+                or data.get("shop_domain") == event.account)
 
     changed = payloads.redact(conn, event.account, lambda topic, data: True, shop_failure)
     conn.execute(_FORGET_CUSTOMERS, [event.account])

@@ -64,6 +64,11 @@ def all_providers() -> list[Provider]:
     return list(_PROVIDERS.values())
 
 
+def names() -> list[str]:
+    """Every registered provider's name, sorted: the choices of a `--provider` flag."""
+    return sorted(_PROVIDERS)
+
+
 def enabled(settings: Settings) -> list[str]:
     """The providers with a secret set: the ones whose deliveries can be verified."""
     return [p.name for p in _PROVIDERS.values() if any(p.secrets(settings))]

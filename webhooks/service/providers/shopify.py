@@ -28,7 +28,6 @@ TOPIC_HEADER = "X-Shopify-Topic"
 SHOP_HEADER = "X-Shopify-Shop-Domain"
 TRIGGERED_AT_HEADER = "X-Shopify-Triggered-At"
 
-_EVENT_ID = re.compile(r"[A-Za-z0-9_\-.:]{1,255}")
 _TOPIC = re.compile(r"[a-z0-9_]{1,100}(/[a-z0-9_]{1,100}){1,3}")
 # The shop's permanent myshopify.com domain, never a custom one.
 _SHOP = re.compile(r"[a-z0-9][a-z0-9\-]{0,99}\.myshopify\.com")
@@ -77,7 +76,7 @@ def _triggered_at(value: str | None) -> datetime | None:
 
 
 def _parse(text: str, headers: Headers) -> Event:
-    event_id = _header(headers, EVENT_ID_HEADER, _EVENT_ID)
+    event_id = fields.header_id(headers, EVENT_ID_HEADER)
     topic = _header(headers, TOPIC_HEADER, _TOPIC)
     shop = _header(headers, SHOP_HEADER, _SHOP)
     return Event(
