@@ -5,7 +5,9 @@ HMAC-SHA256 with the app's client secret) and sends no signed timestamp, so
 a captured delivery verifies for ever: replay protection is the ledger's
 claim on `X-Shopify-Event-Id`, which Shopify's docs name as the duplicate
 signal. `X-Shopify-Webhook-Id` differs per subscription and delivery, so it
-is not the key: one event sent to two subscriptions is still one event.
+is not the key: one event sent to two subscriptions is still one event
+(a compliance request that comes without an event id is the exception: see
+COMPLIANCE_TOPICS).
 """
 from __future__ import annotations
 
@@ -27,6 +29,16 @@ EVENT_ID_HEADER = "X-Shopify-Event-Id"
 TOPIC_HEADER = "X-Shopify-Topic"
 SHOP_HEADER = "X-Shopify-Shop-Domain"
 TRIGGERED_AT_HEADER = "X-Shopify-Triggered-At"
+WEBHOOK_ID_HEADER = "X-Shopify-Webhook-Id"
+# The mandatory compliance topics. Their deliveries were reported without
+# X-Shopify-Shop-Domain and X-Shopify-Event-Id from January 2024 on
+# (shopify-api-ruby#1261); their bodies always name the shop
+# (`shop_domain`), and X-Shopify-Webhook-Id is the id Shopify's
+# "Verify webhook deliveries" page names for spotting a retry. Refusing
+# them would fail the app's review and leave a redaction undone; doing one
+# twice is harmless (a second redaction finds nothing, a data request's job
+# is keyed by its request id).
+COMPLIANCE_TOPICS = frozenset({"customers/data_request", "customers/redact", "shop/redact"})
 
 _TOPIC = re.compile(r"[a-z0-9_]{1,100}(/[a-z0-9_]{1,100}){1,3}")
 # The shop's permanent myshopify.com domain, never a custom one.
@@ -63,6 +75,20 @@ def _header(headers: Headers, name: str, pattern: re.Pattern) -> str:
     return value
 
 
+def _identity(headers: Headers, topic: str, data: dict) -> tuple[str, str]:
+    """The event id and the shop: from their headers, or for a compliance request the fallbacks."""
+    if topic not in COMPLIANCE_TOPICS or headers.get(EVENT_ID_HEADER) is not None:
+        event_id = fields.header_id(headers, EVENT_ID_HEADER)
+    else:
+        event_id = fields.header_id(headers, WEBHOOK_ID_HEADER)
+    if topic not in COMPLIANCE_TOPICS or headers.get(SHOP_HEADER) is not None:
+        return event_id, _header(headers, SHOP_HEADER, _SHOP)
+    shop = data.get("shop_domain")
+    if not isinstance(shop, str) or not _SHOP.fullmatch(shop):
+        raise InvalidEvent(f"missing or invalid {SHOP_HEADER} header and body shop_domain")
+    return event_id, shop
+
+
 def _triggered_at(value: str | None) -> datetime | None:
     """Shopify's ISO time, with nanoseconds that Python cannot parse cut to microseconds."""
     if not value:
@@ -76,12 +102,12 @@ def _triggered_at(value: str | None) -> datetime | None:
 
 
 def _parse(text: str, headers: Headers) -> Event:
-    event_id = fields.header_id(headers, EVENT_ID_HEADER)
     topic = _header(headers, TOPIC_HEADER, _TOPIC)
-    shop = _header(headers, SHOP_HEADER, _SHOP)
+    data = fields.json_object(text)
+    event_id, shop = _identity(headers, topic, data)
     return Event(
         id=event_id, type=topic, created=_triggered_at(headers.get(TRIGGERED_AT_HEADER)),
-        livemode=None, account=shop, raw=text, data=fields.json_object(text),
+        livemode=None, account=shop, raw=text, data=data,
     )
 
 
@@ -95,7 +121,7 @@ def _sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
         TOPIC_HEADER: outgoing.event_type,
         SHOP_HEADER: outgoing.account or "",
         EVENT_ID_HEADER: outgoing.event_id,
-        "X-Shopify-Webhook-Id": outgoing.delivery_id or str(uuid.uuid4()),
+        WEBHOOK_ID_HEADER: outgoing.delivery_id or str(uuid.uuid4()),
         TRIGGERED_AT_HEADER: when.isoformat().replace("+00:00", "Z"),
         "X-Shopify-API-Version": API_VERSION,
     }
