@@ -49,6 +49,18 @@ def test_the_same_event_id_under_another_webhook_id_is_a_replay(shopify, db):
     assert len(fulfilments(db)) == 1 and len(jobs(db)) == 1
 
 
+def test_orders_paid_without_an_event_id_is_keyed_by_its_webhook_id_and_still_ships_once(shopify, db):
+    paid = order()
+    first = post(shopify, "orders/paid", paid, webhook_id="wh-1", without=("X-Shopify-Event-Id",))
+    retry = post(shopify, "orders/paid", paid, webhook_id="wh-1", without=("X-Shopify-Event-Id",))
+    resent = post(shopify, "orders/paid", paid, webhook_id="wh-2", without=("X-Shopify-Event-Id",))
+    assert first.get_json()["outcome"] == "fulfilled"
+    assert retry.headers.get("Idempotent-Replayed") == "true" and retry.data == first.data
+    # Even if a resend came under a new webhook id, the order's own key ships it once.
+    assert resent.get_json()["outcome"] == "already_fulfilled"
+    assert len(fulfilments(db)) == 1 and len(jobs(db)) == 1
+
+
 def test_a_second_orders_paid_for_the_order_is_already_fulfilled(shopify, db):
     paid = order()
     assert _until_answered(shopify, "orders/paid", paid, "e1") == "fulfilled"

@@ -30,14 +30,17 @@ TOPIC_HEADER = "X-Shopify-Topic"
 SHOP_HEADER = "X-Shopify-Shop-Domain"
 TRIGGERED_AT_HEADER = "X-Shopify-Triggered-At"
 WEBHOOK_ID_HEADER = "X-Shopify-Webhook-Id"
-# The mandatory compliance topics. Their deliveries were reported without
-# X-Shopify-Shop-Domain and X-Shopify-Event-Id from January 2024 on
-# (shopify-api-ruby#1261); their bodies always name the shop
-# (`shop_domain`), and X-Shopify-Webhook-Id is the id Shopify's
-# "Verify webhook deliveries" page names for spotting a retry. Refusing
-# them would fail the app's review and leave a redaction undone; doing one
-# twice is harmless (a second redaction finds nothing, a data request's job
-# is keyed by its request id).
+# Deliveries were reported without X-Shopify-Event-Id (compliance ones, in
+# shopify-api-ruby#1261, and others), and compliance ones without
+# X-Shopify-Shop-Domain too. Refusing them has Shopify retry for ever, then
+# drop the subscription; for a compliance topic it also fails the app's
+# review and leaves a redaction undone. So X-Shopify-Webhook-Id, the id
+# Shopify's "Verify webhook deliveries" page names for spotting a retry,
+# stands in for a missing event id, and a compliance body's `shop_domain`
+# for a missing shop. Should one event then come twice under two webhook
+# ids, no effect doubles: every Shopify effect has its own key (an order's
+# fulfilment, a refund, a data request's job), and a second redaction finds
+# nothing left to redact.
 COMPLIANCE_TOPICS = frozenset({"customers/data_request", "customers/redact", "shop/redact"})
 
 _TOPIC = re.compile(r"[a-z0-9_]{1,100}(/[a-z0-9_]{1,100}){1,3}")
@@ -76,11 +79,9 @@ def _header(headers: Headers, name: str, pattern: re.Pattern) -> str:
 
 
 def _identity(headers: Headers, topic: str, data: dict) -> tuple[str, str]:
-    """The event id and the shop: from their headers, or for a compliance request the fallbacks."""
-    if topic not in COMPLIANCE_TOPICS or headers.get(EVENT_ID_HEADER) is not None:
-        event_id = fields.header_id(headers, EVENT_ID_HEADER)
-    else:
-        event_id = fields.header_id(headers, WEBHOOK_ID_HEADER)
+    """The event id and the shop, from their headers or their stand-ins (see WEBHOOK_ID_HEADER)."""
+    id_header = EVENT_ID_HEADER if headers.get(EVENT_ID_HEADER) is not None else WEBHOOK_ID_HEADER
+    event_id = fields.header_id(headers, id_header)
     if topic not in COMPLIANCE_TOPICS or headers.get(SHOP_HEADER) is not None:
         return event_id, _header(headers, SHOP_HEADER, _SHOP)
     shop = data.get("shop_domain")
