@@ -34,6 +34,19 @@ def test_redelivery_replays_the_byte_identical_stored_answer(client, db):
     assert table_counts(db) == {"webhook_events": 1, "webhook_failures": 0, "fulfilments": 1}
 
 
+def test_an_event_id_already_taken_by_another_type_is_refused_and_recorded_not_replayed(client, db):
+    ignored = samples.event("customer.created", {"id": "cus_123", "object": "customer"})
+    paid = {**samples.payment_events()[1], "id": ignored["id"]}
+    assert post_event(client, ignored).status_code == 200
+    response = post_event(client, paid)
+    # A replay would answer 200 and the payment would never ship, without a trace.
+    assert response.status_code == 500 and response.get_json()["error"] == "event_id_reused"
+    assert "Idempotent-Replayed" not in response.headers
+    assert table_counts(db) == {"webhook_events": 1, "webhook_failures": 1, "fulfilments": 0}
+    assert db.execute("SELECT event_type, error_class FROM webhook_failures").fetchone() == (
+        "payment_intent.succeeded", "EventIdReused")
+
+
 def test_unknown_event_type_is_recorded_as_ignored(client, db):
     evt = samples.event("customer.created", {"id": "cus_123", "object": "customer"})
     response = post_event(client, evt)

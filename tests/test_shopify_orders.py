@@ -61,6 +61,15 @@ def test_orders_paid_without_an_event_id_is_keyed_by_its_webhook_id_and_still_sh
     assert len(fulfilments(db)) == 1 and len(jobs(db)) == 1
 
 
+def test_orders_paid_under_an_event_id_another_topic_took_is_refused_loudly_not_dropped(shopify, db):
+    paid = order()
+    assert post(shopify, "orders/updated", paid, event_id="evt-shared").status_code == 200
+    response = post(shopify, "orders/paid", paid, event_id="evt-shared")
+    assert response.status_code == 500 and response.get_json()["error"] == "event_id_reused"
+    assert fulfilments(db) == [] and jobs(db) == []
+    assert db.execute("SELECT event_type FROM webhook_failures").fetchall() == [("orders/paid",)]
+
+
 def test_a_second_orders_paid_for_the_order_is_already_fulfilled(shopify, db):
     paid = order()
     assert _until_answered(shopify, "orders/paid", paid, "e1") == "fulfilled"

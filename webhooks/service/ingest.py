@@ -78,7 +78,7 @@ def deliver(
         return IN_PROGRESS
     except InvalidEvent as exc:
         return invalid_event(exc)
-    except UnsupportedApiVersion as exc:
+    except (UnsupportedApiVersion, ledger.EventIdReused) as exc:
         return refuse(pool, provider, event, exc)
     except Exception as exc:
         _record_failure(pool, provider, event, exc)
@@ -91,8 +91,10 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def refuse(pool: ConnectionPool, provider: str, event: Event, exc: UnsupportedApiVersion) -> Answer:
-    """A 500 recorded as a failure, claiming nothing, so Stripe's retry finds it unclaimed."""
+def refuse(
+    pool: ConnectionPool, provider: str, event: Event, exc: UnsupportedApiVersion | ledger.EventIdReused
+) -> Answer:
+    """A 500 recorded as a failure, claiming nothing: the provider retries, and an operator sees it."""
     _record_failure(pool, provider, event, exc)
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
 
@@ -155,7 +157,7 @@ def _stored(event: Event, outcome: str) -> ledger.Stored:
 
 def _replayed(conn, provider: str, event: Event) -> Answer | None:
     """The completed answer of the delivery that beat our claim; None if there is none to read."""
-    stored = ledger.stored_answer(conn, provider, event.id)
+    stored = ledger.stored_answer(conn, provider, event)
     if stored is None:
         return None
     return Answer(stored.status, stored.body, "replayed", replayed=True)

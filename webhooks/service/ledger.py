@@ -25,7 +25,7 @@ RETURNING id
 """
 
 _STORED = """
-SELECT status, response_status, response_body
+SELECT status, response_status, response_body, event_type
 FROM webhook_events
 WHERE provider = %s AND event_id = %s
 """
@@ -42,6 +42,19 @@ INSERT INTO webhook_failures
     (provider, event_id, event_type, error_class, error_message, payload, handler)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
+
+
+class EventIdReused(Exception):
+    """The event id is claimed by an event of another type: not a redelivery of this one.
+
+    Answering it as a replay would drop this event without a trace. A
+    provider should never do this (Stripe's and GitHub's ids are unique;
+    Shopify's docs say one event id means one event, though its libraries
+    call the webhook id the idempotency key), so it is refused loudly and
+    recorded, for an operator to look at.
+    """
+
+    error = "event_id_reused"
 
 
 @dataclass(frozen=True)
@@ -88,19 +101,22 @@ def _completion(completed: tuple[str, Stored] | None) -> list:
     return ["completed", outcome, stored.status, stored.body, True]
 
 
-def stored_answer(conn: psycopg.Connection, provider: str, event_id: str) -> Stored | None:
+def stored_answer(conn: psycopg.Connection, provider: str, event: Event) -> Stored | None:
     """The completed answer for the event, or None if there is no completed row.
 
     Event ids are unique across Stripe, so the event that reaches us under
     two scopes (an organisation destination's `context`, a plain endpoint)
-    is one event, answered once.
+    is one event, answered once. A row of another type under the id raises
+    EventIdReused.
 
     None is a normal result: the row that beat our claim can have been pruned
     or (if it was never committed) be gone by the time we look.
     """
-    row = db.cursor(conn).execute(_STORED, [provider, event_id]).fetchone()
+    row = db.cursor(conn).execute(_STORED, [provider, event.id]).fetchone()
     if row is None or row[0] != "completed":
         return None
+    if row[3] is not None and event.type is not None and row[3] != event.type:
+        raise EventIdReused(f"{event.id} is already the id of a {row[3]} event, not of this {event.type}")
     return Stored(status=row[1], body=row[2])
 
 
