@@ -79,11 +79,16 @@ class Event:
         return self.data.get("object") == THIN
 
 
-def require_id(value: Any, what: str) -> str:
-    """`value` if it is a usable Stripe id; InvalidEvent naming `what` otherwise."""
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+def require_token(value: Any, pattern: re.Pattern, what: str) -> str:
+    """`value` if it is a string `pattern` matches whole; InvalidEvent naming `what` otherwise."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise InvalidEvent(f"event has no valid {what}")
     return value
+
+
+def require_id(value: Any, what: str) -> str:
+    """`value` if it is a usable Stripe id; InvalidEvent naming `what` otherwise."""
+    return require_token(value, _ID, what)
 
 
 def parse(raw: str) -> Event:
@@ -97,9 +102,7 @@ def parse(raw: str) -> Event:
         # Every snapshot event carries its object; a handler must not crash on one that does not.
         raise InvalidEvent("event has no data.object")
     event_id = require_id(data.get("id"), "id")
-    event_type = data.get("type")
-    if not isinstance(event_type, str) or not _TYPE.fullmatch(event_type):
-        raise InvalidEvent("event has no valid type")
+    event_type = require_token(data.get("type"), _TYPE, "type")
     # Connect: snapshot events name the connected account in "account", thin ones in "context".
     account = data.get("account") or data.get("context")
     if account is not None:

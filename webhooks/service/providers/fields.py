@@ -9,11 +9,13 @@ import json
 import re
 from typing import Any
 
-from ..events import InvalidEvent, require_id
+from ..events import InvalidEvent, require_id, require_token
 from ..signature import InvalidSignature
 from . import Headers
 
-_TYPE = re.compile(r"[A-Za-z0-9_.\-/]{1,255}")
+# A sender's event type or account name: short ASCII, slashes allowed
+# (GitHub's `owner/name`, Shopify's `orders/paid`).
+TOKEN = re.compile(r"[A-Za-z0-9_.\-/]{1,255}")
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -33,9 +35,7 @@ def header_id(headers: Headers, name: str) -> str:
 
 
 def event_type(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _TYPE.fullmatch(value):
-        raise InvalidEvent(f"event has no valid {what}")
-    return value
+    return require_token(value, TOKEN, what)
 
 
 def utf8(body: bytes) -> str:

@@ -19,12 +19,11 @@ from typing import Any, Sequence
 from ..events import Event
 from ..signature import InvalidSignature
 from . import Headers, Outgoing, Provider, register
-from .fields import event_type, header_id, json_object, utf8
+from .fields import TOKEN, event_type, header_id, json_object, utf8
 
 NAME = "github"
 SIGNATURE, DELIVERY, EVENT = "X-Hub-Signature-256", "X-GitHub-Delivery", "X-GitHub-Event"
 _HEX = re.compile(r"sha256=([0-9a-f]{64})")
-_ACCOUNT = re.compile(r"[A-Za-z0-9_.\-/]{1,255}")
 
 
 def digest(body: bytes, secret: str) -> str:
@@ -51,7 +50,7 @@ def account(data: dict[str, Any]) -> str | None:
     for key, field in (("repository", "full_name"), ("organization", "login")):
         value = data.get(key)
         name = value.get(field) if isinstance(value, dict) else None
-        if isinstance(name, str) and _ACCOUNT.fullmatch(name):
+        if isinstance(name, str) and TOKEN.fullmatch(name):
             return name
     return None
 
