@@ -158,7 +158,7 @@ def _handle(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, env
     if refusal:
         return _refuse(503, refusal, event=event)
     answer = ingest.accept(pool.get(), provider.name, event, settings)
-    headers = {"X-Outcome": answer.outcome}
+    answer_headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return JsonAnswer(answer.status, answer.body, headers), event, {}
+        answer_headers["Idempotent-Replayed"] = "true"
+    return JsonAnswer(answer.status, answer.body, answer_headers), event, {}

@@ -6,8 +6,8 @@ a captured delivery verifies for ever: replay protection is the ledger's
 claim on `X-Shopify-Event-Id`, which Shopify's docs name as the duplicate
 signal. `X-Shopify-Webhook-Id` differs per subscription and delivery, so it
 is not the key: one event sent to two subscriptions is still one event
-(a compliance request that comes without an event id is the exception: see
-COMPLIANCE_TOPICS).
+(a delivery that comes without an event id is the exception: see
+WEBHOOK_ID_HEADER).
 """
 from __future__ import annotations
 
