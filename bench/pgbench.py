@@ -99,7 +99,7 @@ def record(conninfo: str) -> list[list[str]]:
 def _statement(conn: psycopg.Connection, cursor, query, params) -> str:
     """One captured call as a pgbench command, the ledger row id passed by variable."""
     if query == ledger._COMPLETE:
-        params = [*params[:-1], _LEDGER_ID_SENTINEL]
+        params = [_LEDGER_ID_SENTINEL, *params[1:]]
     text = _literal(conn, cursor, query, params).strip().rstrip(";")
     text = text.replace(str(_LEDGER_ID_SENTINEL), ":ledger_id")
     # pgbench's \gset ends the command, as a semicolon would.

@@ -121,17 +121,16 @@ def test_handler_that_always_violates_a_unique_key_fails_loudly_not_409(client, 
 def test_loser_survives_the_winning_row_vanishing_before_it_reads_it(client, db, monkeypatch):
     evt = samples.payment_events()[1]
     post_event(client, evt)
-    real_claim = ledger.claim
+    real_stored_answer = ledger.stored_answer
     vanished = []
 
-    def claim_then_row_vanishes(conn, provider, event):
-        ledger_id = real_claim(conn, provider, event)
-        if ledger_id is None and not vanished:
+    def row_vanishes_then_read(conn, provider, event):
+        if not vanished:
             db.execute("DELETE FROM webhook_events WHERE event_id = %s", [event.id])
             vanished.append(True)
-        return ledger_id
+        return real_stored_answer(conn, provider, event)
 
-    monkeypatch.setattr(ledger, "claim", claim_then_row_vanishes)
+    monkeypatch.setattr(ledger, "stored_answer", row_vanishes_then_read)
     response = post_event(client, evt)
     assert vanished
     assert response.status_code == 200

@@ -13,16 +13,11 @@ from psycopg.rows import class_row
 from . import db, registry
 from .events import Event
 
-# Completed at once (status, outcome, answer) when the answer is known before
-# any handler runs; else 'processing' until `complete`.
-_CLAIM = """
-INSERT INTO webhook_events
-    (provider, event_id, event_type, account, livemode, event_created, payload,
-     status, outcome, response_status, response_body, completed_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() END)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id
-"""
+# The claim and completion are SQL functions (migrations/0024), because
+# the one-statement delivery of a payment success runs them too. A claim is
+# completed at once (status, outcome, answer) when the answer is known
+# before any handler runs; else 'processing' until `complete`.
+_CLAIM = "SELECT webhooks_claim(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::smallint, %s) AS id"
 
 _STORED = """
 SELECT status, response_status, response_body, event_type
@@ -30,12 +25,7 @@ FROM webhook_events
 WHERE provider = %s AND event_id = %s
 """
 
-_COMPLETE = """
-UPDATE webhook_events
-SET status = 'completed', outcome = %s, response_status = %s,
-    response_body = %s, completed_at = now()
-WHERE id = %s
-"""
+_COMPLETE = "SELECT webhooks_complete(%s, %s, %s::smallint, %s)"
 
 _RECORD_FAILURE = """
 INSERT INTO webhook_failures
@@ -78,27 +68,22 @@ def claim(
     blocks until that transaction ends or the session's lock_timeout fires
     (LockNotAvailable), which is what bounds a duplicate's wait.
     """
-    row = db.cursor(conn).execute(
-        _CLAIM,
-        [
-            provider,
-            event.id,
-            event.type,
-            event.account_key,
-            event.livemode,
-            event.created,
-            event.raw,
-            *_completion(completed),
-        ],
+    (ledger_id,) = db.cursor(conn).execute(
+        _CLAIM, [*claim_fields(provider, event), *_completion(completed)]
     ).fetchone()
-    return row[0] if row else None
+    return ledger_id
+
+
+def claim_fields(provider: str, event: Event) -> list:
+    """The row's own fields, in the order every claim function takes them."""
+    return [provider, event.id, event.type, event.account_key, event.livemode, event.created, event.raw]
 
 
 def _completion(completed: tuple[str, Stored] | None) -> list:
     if completed is None:
-        return ["processing", None, None, None, False]
+        return ["processing", None, None, None]
     outcome, stored = completed
-    return ["completed", outcome, stored.status, stored.body, True]
+    return ["completed", outcome, stored.status, stored.body]
 
 
 def stored_answer(conn: psycopg.Connection, provider: str, event: Event) -> Stored | None:
@@ -121,7 +106,7 @@ def stored_answer(conn: psycopg.Connection, provider: str, event: Event) -> Stor
 
 
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
-    db.cursor(conn).execute(_COMPLETE, [outcome, stored.status, stored.body, ledger_id])
+    db.cursor(conn).execute(_COMPLETE, [ledger_id, outcome, stored.status, stored.body])
 
 
 def record_failure(

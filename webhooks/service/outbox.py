@@ -30,68 +30,24 @@ DEAD = "failed"
 # pgqueuer's own enqueue with on_conflict="skip", as one statement: its
 # Python wrapper (parameter normalising, tracing hooks, batch UNNEST and
 # ordinal mapping for a single job) cost about 400 µs per call on the hot
-# path, more than the insert itself. The row and its log entry are the ones
-# pgqueuer writes, so its worker consumes them unchanged (tests/test_outbox.py).
-# `guard` is the statement the job depends on (see `guarded`): one row
-# from it, one job.
-_ENQUEUE = """
-WITH guard AS ({guard}),
-inserted AS (
-    INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, dedupe_key, headers, status)
-    SELECT 0, %s, %s, now(), %s, %s::jsonb, 'queued' FROM guard
-    ON CONFLICT (dedupe_key) WHERE status IN ('queued', 'picked') AND dedupe_key IS NOT NULL
-    DO NOTHING
-    RETURNING id, entrypoint, priority
-),
-logged AS (
-    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
-    SELECT id, 'queued', entrypoint, priority FROM inserted
-)
-SELECT count(*) FROM guard
-"""
+# path, more than the insert itself. The function (migrations/0024) writes
+# the row and log entry pgqueuer writes, with this module's ENTRYPOINT and
+# headers, so its worker consumes them unchanged (tests/test_outbox.py); the
+# one-statement payment delivery enqueues through it too.
+_ENQUEUE = "SELECT webhooks_enqueue(%s, %s::jsonb, %s)"
 
 
-def guarded(statement: str) -> str:
-    """An enqueue that records the job only if `statement` returns a row, all in one statement.
-
-    `statement` is the write the side effect stands for (an INSERT or UPDATE
-    with RETURNING, its parameters first): the decision and its job then
-    cost one round trip, not two.
-    """
-    return _ENQUEUE.format(guard=statement)
-
-
-_UNCONDITIONAL = guarded("SELECT 1")
-
-
-def _json(value: dict) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def enqueue(
-    conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str,
-    guard: tuple[str, list] | None = None,
-) -> bool:
+def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> bool:
     """Record a side effect on `conn`, inside the caller's transaction.
 
-    The same key enqueued twice while the first is still pending is one job;
-    after that it is a second delivery with the same key, which the receiver
-    treats as done. With `guard` (a statement from `guarded`, and its
-    parameters) the job is recorded only if the guarding write returns a
-    row; True when it did.
+    The same key enqueued twice while the first is still pending is one job
+    (False the second time); after that it is a second delivery with the
+    same key, which the receiver treats as done.
     """
-    statement, params = guard or (_UNCONDITIONAL, [])
-    (rows,) = cursor(conn).execute(
-        statement,
-        [
-            *params,
-            ENTRYPOINT,
-            _json({"kind": kind, **payload}).encode(),
-            idempotency_key,
-            _json({KEY_HEADER: idempotency_key, KIND_HEADER: kind}),
-        ],
+    (written,) = cursor(conn).execute(
+        _ENQUEUE, [kind, json.dumps(payload, separators=(",", ":")), idempotency_key]
     ).fetchone()
-    return rows > 0
+    return written
 
 
 def backoff_s(attempts: int, base_s: float, max_s: float, rand=random.random) -> float:

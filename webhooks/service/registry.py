@@ -10,7 +10,7 @@ built-in one (and call it from its own to keep its effect).
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from typing import Callable, Protocol
 
 import psycopg
 
@@ -19,6 +19,20 @@ from .outcomes import IGNORED, NOTIFIED
 
 Handler = Callable[[psycopg.Connection, Event], str]
 _HANDLERS: dict[tuple[str, str], Handler] = {}
+
+
+class OneStatement(Protocol):
+    """A handler's effect that also runs the claim and completion, in one statement."""
+
+    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> str | None:
+        """The outcome, committed with the claim; None when the event id is already claimed."""
+
+
+# For some handlers, the one statement an event's whole delivery can be
+# (None for an event that needs the handler itself). Only the handler
+# registered with it has it: a shop's replacement handler runs as any other.
+OneStatementPlan = Callable[[Event], OneStatement | None]
+_ONE_STATEMENT: dict[tuple[str, str], OneStatementPlan] = {}
 # Handlers for events no type handler fits, one per situation, registered by
 # the domain: "thin" runs for a thin event whose type has no handler (thin
 # types are open ended, `v1.<any snapshot type>`); "resync" claims a handled
@@ -26,10 +40,15 @@ _HANDLERS: dict[tuple[str, str], Handler] = {}
 _FALLBACKS: dict[str, Handler] = {}
 
 
-def handles(*event_types: str, provider: str = STRIPE) -> Callable[[Handler], Handler]:
+def handles(
+    *event_types: str, provider: str = STRIPE, one_statement: OneStatementPlan | None = None
+) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         for event_type in event_types:
             _HANDLERS[provider, event_type] = handler
+            _ONE_STATEMENT.pop((provider, event_type), None)
+            if one_statement is not None:
+                _ONE_STATEMENT[provider, event_type] = one_statement
         return handler
 
     return register
@@ -81,6 +100,12 @@ def settled(event: Event, provider: str = STRIPE) -> str | None:
     # A thin event names its object without carrying it; the ledger row (id,
     # type, payload) is the record a later fetch works from.
     return NOTIFIED if event.thin else IGNORED
+
+
+def one_statement(event: Event, provider: str = STRIPE) -> OneStatement | None:
+    """The whole delivery of `event` as one statement, when its handler offers one."""
+    plan = _ONE_STATEMENT.get((provider, event.type))
+    return None if plan is None else plan(event)
 
 
 def run(conn: psycopg.Connection, event: Event, provider: str = STRIPE) -> str:

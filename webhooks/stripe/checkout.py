@@ -17,7 +17,7 @@ from ..service.outcomes import (
     SUPERSEDED,
 )
 from ..service.registry import handles
-from .orders import succeeded
+from .orders import Success, succeeded, success
 from .payments import note, payment_id_of
 
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
@@ -37,12 +37,16 @@ def _payment_id(session: dict) -> str:
     return payment_id_of(session.get("payment_intent"), session.get("id"))
 
 
-def _paid(conn: psycopg.Connection, event: Event) -> str:
+def _success(event: Event) -> Success:
     session = event.object
-    return succeeded(
-        conn, event, _payment_id(session), session.get("amount_total"), session.get("currency"),
+    return success(
+        event, _payment_id(session), session.get("amount_total"), session.get("currency"),
         **_facts(session),
     )
+
+
+def _paid(conn: psycopg.Connection, event: Event) -> str:
+    return succeeded(conn, event, _success(event))
 
 
 def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str) -> str:
@@ -55,19 +59,27 @@ def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str)
     return outcome if applied else SUPERSEDED
 
 
-@handles("checkout.session.completed")
+def _paid_now(session: dict) -> bool:
+    """A payment-mode session whose payment is done; delayed methods (SEPA, ACH) settle later."""
+    return session.get("mode", "payment") == "payment" and session.get("payment_status") != "unpaid"
+
+
+def _completed_success(event: Event) -> Success | None:
+    return _success(event) if _paid_now(event.object) else None
+
+
+@handles("checkout.session.completed", one_statement=_completed_success)
 def checkout_completed(conn: psycopg.Connection, event: Event) -> str:
     session = event.object
     other = _OTHER_MODES.get(session.get("mode", "payment"))
     if other is not None:
         return other
-    if session.get("payment_status") == "unpaid":
-        # Delayed methods (SEPA, ACH) settle later with an async_payment event.
+    if not _paid_now(session):
         return _not_paid(conn, event, "awaiting_payment", AWAITING_PAYMENT)
     return _paid(conn, event)
 
 
-@handles("checkout.session.async_payment_succeeded")
+@handles("checkout.session.async_payment_succeeded", one_statement=_success)
 def checkout_async_succeeded(conn: psycopg.Connection, event: Event) -> str:
     return _paid(conn, event)
 

@@ -11,18 +11,22 @@ import psycopg
 from ..service.events import Event
 from ..service.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
 from ..service.registry import handles
-from .orders import mark_invoice_payment, succeeded
+from .orders import Success, mark_invoice_payment, succeeded, success
 from .payments import note, payment_id_of
 
 
-@handles("payment_intent.succeeded")
-def payment_intent_succeeded(conn: psycopg.Connection, event: Event) -> str:
+def _success(event: Event) -> Success:
     intent = event.object
-    return succeeded(
-        conn, event, payment_id_of(intent.get("id")), intent.get("amount_received"),
+    return success(
+        event, payment_id_of(intent.get("id")), intent.get("amount_received"),
         intent.get("currency"), intent_metadata=intent.get("metadata") or {},
         customer=intent.get("customer"), invoice_id=intent.get("invoice"),
     )
+
+
+@handles("payment_intent.succeeded", one_statement=_success)
+def payment_intent_succeeded(conn: psycopg.Connection, event: Event) -> str:
+    return succeeded(conn, event, _success(event))
 
 
 @handles("payment_intent.payment_failed")

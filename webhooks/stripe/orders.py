@@ -17,25 +17,19 @@ disputed when its success arrives is held instead (one `payment.review` job).
 """
 from __future__ import annotations
 
-import structlog
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
+import structlog
 
-from ..service import outbox
-from ..service.events import Event, require_id
-from ..service.outcomes import (
-    ALREADY_FULFILLED,
-    FULFILLED,
-    HELD,
-    INVOICE_PAYMENT,
-    NOT_AN_ORDER,
-)
-from .payments import Payment, note
+from ..service import ledger
+from ..service.db import cursor
+from ..service.events import Event, require_created, require_id
+from . import scope
+from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
-
-ORDER_FULFILLED = "order.fulfilled"
-PAYMENT_REVIEW = "payment.review"
 
 _marker_key = "order_id"
 
@@ -46,64 +40,72 @@ def configure(order_marker_key: str) -> None:
     _marker_key = order_marker_key
 
 
-# The fulfilment row and its `order.fulfilled` job, in one statement: the
-# job is written only if the row is (the unique index refuses a second).
-_FULFIL = outbox.guarded("""
-INSERT INTO fulfilments
-    (payment_id, provider, account, event_id, event_type, amount, currency)
-VALUES (%s, 'stripe', %s, %s, %s, %s, %s)
-ON CONFLICT (payment_id) DO NOTHING
-RETURNING id
-""")
-
-# Held only if never shipped: the row lock taken by `note` orders this
-# against a concurrent success event of the same payment.
-_HOLD = """
-UPDATE payments SET held_at = now(), updated_at = now()
-WHERE payment_id = %s AND held_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM fulfilments f WHERE f.payment_id = %s)
-RETURNING payment_id
+# The decision is SQL (webhooks_payment_succeeded, migrations/0024), so that
+# a success event's whole delivery can be one statement; inside a handler's
+# transaction it is this one.
+_SUCCESS_PARAMS = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s"
+_SUCCEEDED = f"""
+SELECT outcome, conflicting_account
+FROM webhooks_payment_succeeded(%s, %s, %s, %s, {_SUCCESS_PARAMS})
+"""
+_DELIVER = f"""
+SELECT ledger_id, outcome, conflicting_account
+FROM webhooks_deliver_payment_succeeded(%s, %s, %s, %s, %s, %s, %s, {_SUCCESS_PARAMS})
 """
 
 
-def not_an_order(payment: Payment) -> str | None:
-    """The outcome word for why this payment is not a one-off order; None if it is one."""
-    if payment.invoice_id:
-        return INVOICE_PAYMENT
-    if payment.checkout_mode == "payment":
-        return None
-    if (payment.intent_metadata or {}).get(_marker_key):
-        return None
-    return NOT_AN_ORDER
+@dataclass(frozen=True)
+class Success:
+    """What a success event says of its payment; `order` is a handler's own decision that it is one."""
+
+    payment_id: str
+    amount: int | None
+    currency: str | None
+    order: bool
+    facts: dict[str, Any]
+
+    def params(self) -> list:
+        return [
+            self.payment_id, self.amount, self.currency, self.order, _marker_key,
+            *facts_params(self.facts).values(),
+        ]
+
+    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> str | None:
+        """Claim, decide and complete in one statement on an autocommit connection.
+
+        The outcome, or None when the event id is already claimed (the stored
+        answer is then read as on any path).
+        """
+        ledger_id, outcome, conflicting = cursor(conn).execute(
+            _DELIVER, [*ledger.claim_fields(provider, event), *self.params()]
+        ).fetchone()
+        return None if ledger_id is None else _decided(event, self, outcome, conflicting)
 
 
-def succeeded(
-    conn: psycopg.Connection, event: Event, payment_id: str, amount: int | None,
-    currency: str | None, *, order: bool = False, **facts,
-) -> str:
+def success(
+    event: Event, payment_id: str, amount: int | None, currency: str | None, *,
+    order: bool = False, **facts: Any,
+) -> Success:
+    require_created(event)  # the success is ordered by it
+    return Success(payment_id, amount, currency, order, facts)
+
+
+def succeeded(conn: psycopg.Connection, event: Event, paid: Success) -> str:
     """Record the success and ship the payment once, if it is an order and not refunded or disputed.
 
     Whatever the outcome, the status is recorded, so a later event (the
     session that makes it an order) finds the payment already succeeded.
-    `order=True` is a handler's own decision that the payment is an order.
     """
-    payment = note(conn, event, payment_id, "succeeded", amount, currency, **facts)
-    if payment.held_at is not None:
-        return HELD
-    reason = None if order else not_an_order(payment)
-    if reason is not None:
-        return reason
-    if payment.disputed or payment.refunded_in_full(amount):
-        return _hold(conn, event, payment_id, payment, amount, currency)
-    if payment.fulfilled:
-        # Known from the payment's own statement: one round trip fewer for
-        # the second success event of every order.
-        return ALREADY_FULFILLED
-    shipped = _enqueue(
-        conn, ORDER_FULFILLED, event, payment_id, payment, amount, currency,
-        guard=(_FULFIL, [payment_id, event.account_key, event.id, event.type, amount, currency]),
-    )
-    return FULFILLED if shipped else ALREADY_FULFILLED
+    row = cursor(conn).execute(
+        _SUCCEEDED, [event.id, event.type, event.account_key, event.created, *paid.params()]
+    ).fetchone()
+    return _decided(event, paid, *row)
+
+
+def _decided(event: Event, paid: Success, outcome: str, conflicting_account: str | None) -> str:
+    if conflicting_account is not None:
+        scope.alert(event, "payment", paid.payment_id, conflicting_account)
+    return outcome
 
 
 def fulfil_payment(
@@ -111,48 +113,8 @@ def fulfil_payment(
     currency: str | None,
 ) -> str:
     """For a shop's own handler: `payment_id` succeeded and is an order; ship it once."""
-    return succeeded(conn, event, require_id(payment_id, "payment id"), amount, currency, order=True)
-
-
-def _hold(conn, event, payment_id, payment, amount, currency) -> str:
-    if conn.execute(_HOLD, [payment_id, payment_id]).fetchone() is None:
-        return ALREADY_FULFILLED  # shipped before the refund or dispute arrived
-    _enqueue(conn, PAYMENT_REVIEW, event, payment_id, payment, amount, currency,
-             reason="disputed" if payment.disputed else "refunded")
-    return HELD
-
-
-def _enqueue(
-    conn: psycopg.Connection, kind: str, event: Event, payment_id: str, payment: Payment,
-    amount: int | None, currency: str | None, guard=None, **extra,
-) -> bool:
-    """The shop's side effect, committed exactly when the decision is; keyed by the payment.
-
-    With `guard`, only if that write (see outbox.guarded) is made; True if the job was.
-
-    The order's identity is what both success events stated so far; the
-    session's metadata wins over the PaymentIntent's for a key set on both.
-    """
-    return outbox.enqueue(
-        conn,
-        kind,
-        {
-            "payment_id": payment_id,
-            # The checked attribute, not this event's scope (see scope.py).
-            "account": payment.account or None,
-            "event_id": event.id,
-            "event_type": event.type,
-            "amount": amount,
-            "currency": currency,
-            "session_id": payment.session_id,
-            "client_reference_id": payment.client_reference_id,
-            "customer": payment.customer,
-            "metadata": {**(payment.intent_metadata or {}), **(payment.session_metadata or {})},
-            **extra,
-        },
-        idempotency_key=f"{kind}:{payment_id}",
-        guard=guard,
-    )
+    paid = success(event, require_id(payment_id, "payment id"), amount, currency, order=True)
+    return succeeded(conn, event, paid)
 
 
 def mark_invoice_payment(conn: psycopg.Connection, event: Event, payment_intent: str | None) -> None:

@@ -59,43 +59,16 @@ class Payment:
         return total is not None and 0 < total <= self.amount_refunded
 
 
-# One statement per event: the row is created or locked (a concurrent first
-# event of the same payment waits here), the identity facts added (they do
-# not change, so the first event to state one keeps it), and the status
-# applied only if this event is not older than the one that set the current
-# status. A conflicting row is locked even when the status is not applied,
-# so the lock order is the same for every event.
-_NEWER = """EXCLUDED.status IS NOT NULL AND (p.status IS NULL
-    OR (EXCLUDED.status_at, EXCLUDED.status_rank) >= (p.status_at, p.status_rank))"""
-
-_NOTE = f"""
-INSERT INTO payments AS p
-    (payment_id, account, status, status_rank, status_at, amount, currency, checkout_mode,
-     session_id, client_reference_id, customer, session_metadata, intent_metadata, invoice_id)
-VALUES (%(payment_id)s, %(account)s, %(status)s, %(rank)s, %(at)s, %(amount)s, %(currency)s,
-        %(checkout_mode)s, %(session_id)s, %(client_reference_id)s, %(customer)s,
-        %(session_metadata)s, %(intent_metadata)s, %(invoice_id)s)
-ON CONFLICT (payment_id) DO UPDATE
-SET status = CASE WHEN {_NEWER} THEN EXCLUDED.status ELSE p.status END,
-    status_rank = CASE WHEN {_NEWER} THEN EXCLUDED.status_rank ELSE p.status_rank END,
-    status_at = CASE WHEN {_NEWER} THEN EXCLUDED.status_at ELSE p.status_at END,
-    amount = CASE WHEN {_NEWER} THEN coalesce(EXCLUDED.amount, p.amount) ELSE p.amount END,
-    currency = CASE WHEN {_NEWER} THEN coalesce(EXCLUDED.currency, p.currency) ELSE p.currency END,
-    checkout_mode = coalesce(p.checkout_mode, EXCLUDED.checkout_mode),
-    session_id = coalesce(p.session_id, EXCLUDED.session_id),
-    client_reference_id = coalesce(p.client_reference_id, EXCLUDED.client_reference_id),
-    customer = coalesce(p.customer, EXCLUDED.customer),
-    session_metadata = coalesce(p.session_metadata, EXCLUDED.session_metadata),
-    intent_metadata = coalesce(p.intent_metadata, EXCLUDED.intent_metadata),
-    invoice_id = coalesce(p.invoice_id, EXCLUDED.invoice_id),
-    updated_at = now()
-RETURNING account, checkout_mode, session_id, client_reference_id, customer,
-          session_metadata, intent_metadata, invoice_id, amount, amount_refunded, disputed,
-          held_at,
-          -- Holding this event's (status, created, rank) is the same as having applied it.
-          (status, status_at, status_rank) IS NOT DISTINCT FROM (%(status)s, %(at)s, %(rank)s)
-          AS status_applied,
-          EXISTS (SELECT 1 FROM fulfilments f WHERE f.payment_id = p.payment_id) AS fulfilled
+# One statement per event, written once in SQL (webhooks_note_payment,
+# migrations/0024) since a payment's success is decided there too: the row
+# is created or locked, the identity facts added (the first event to state
+# one keeps it), and the status applied only if this event is not older
+# than the one that set the current status.
+_NOTE = """
+SELECT * FROM webhooks_note_payment(
+    %(payment_id)s, %(account)s, %(status)s, %(rank)s::smallint, %(at)s, %(amount)s, %(currency)s,
+    %(checkout_mode)s, %(session_id)s, %(client_reference_id)s, %(customer)s,
+    %(session_metadata)s::jsonb, %(intent_metadata)s::jsonb, %(invoice_id)s)
 """
 
 _FACTS = (
@@ -118,19 +91,24 @@ def note(
     With `status`, also record it (with the event's amount and currency)
     unless a newer event already set one: `status_applied` says which.
     """
+    params = dict(
+        facts_params(facts), payment_id=payment_id, account=event.account_key, status=status,
+        amount=amount, currency=currency, rank=_STATUS_RANK.get(status),
+        at=require_created(event) if status else None,
+    )
+    # The function's row type lists Payment's fields in order.
+    payment = Payment(*cursor(conn).execute(_NOTE, params).fetchone())
+    scope.check(conn, event, "payment", payment_id, payment.account)
+    return payment
+
+
+def facts_params(facts: dict[str, Any]) -> dict[str, Any]:
+    """What an event states of a payment's identity, as the SQL functions take it."""
     params = {name: facts.get(name) for name in _FACTS}
     for name in ("session_metadata", "intent_metadata"):
         if params[name] is not None:
             params[name] = json.dumps(params[name])
-    params.update(
-        payment_id=payment_id, account=event.account_key, status=status, amount=amount,
-        currency=currency, rank=_STATUS_RANK.get(status),
-        at=require_created(event) if status else None,
-    )
-    # RETURNING lists Payment's fields in order.
-    payment = Payment(*cursor(conn).execute(_NOTE, params).fetchone())
-    scope.check(conn, event, "payment", payment_id, payment.account)
-    return payment
+    return params
 
 
 def set_status(

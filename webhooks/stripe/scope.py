@@ -19,11 +19,9 @@ from ..service.metrics import SCOPE_CONFLICTS
 
 log = structlog.get_logger(__name__)
 
-_RECORD = """
-INSERT INTO scope_conflicts (object_type, object_id, stored_account, event_account, event_id)
-VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (object_type, object_id, event_id) DO NOTHING
-"""
+# Written once in SQL (migrations/0024): a payment's success records its
+# conflict inside the one-statement delivery too.
+_RECORD = "SELECT webhooks_scope_conflict(%s, %s, %s, %s, %s)"
 
 
 def check(
@@ -38,12 +36,17 @@ def check(
     if stored_account is None or stored_account == event.account_key:
         return True
     conn.execute(_RECORD, [object_type, object_id, stored_account, event.account_key, event.id])
+    alert(event, object_type, object_id, stored_account)
+    return False
+
+
+def alert(event: Event, object_type: str, object_id: str, stored_account: str) -> None:
+    """Count and log a disagreement already recorded (by `check`, or by SQL that checked it)."""
     SCOPE_CONFLICTS.labels(object_type).inc()
     log.warning(
         "scope_conflict", object_type=object_type, object_id=object_id,
         stored_account=stored_account, event_account=event.account_key, event_id=event.id,
     )
-    return False
 
 
 def stored(

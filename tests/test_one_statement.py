@@ -1,0 +1,66 @@
+"""A payment's success delivered as one statement: the same transaction, the same answer."""
+import psycopg
+import pytest
+
+from tests.conftest import post_event
+from webhooks.ops import samples
+from webhooks.service import registry
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """The text of every statement psycopg sends while the test runs.
+
+    Not the empty query of the pool's liveness check, which a connection
+    not used for a while gets at checkout, outside any delivery.
+    """
+    sent = []
+    execute = psycopg.Cursor.execute
+
+    def recorded(cursor, query, params=None, **kwargs):
+        if str(query).strip():
+            sent.append(str(query).strip())
+        return execute(cursor, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    return sent
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["session", "intent"])
+def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(
+    client, db, statements, index
+):
+    warm_up, evt = samples.payment_events()[2], samples.payment_events()[index]
+    post_event(client, warm_up)  # opens the pool and checks the schema
+    statements.clear()
+    response = post_event(client, evt)
+    assert response.get_json()["outcome"] == "fulfilled"
+    assert len(statements) == 1 and "webhooks_deliver_payment_succeeded" in statements[0]
+    stored = db.execute(
+        "SELECT status, response_status, response_body FROM webhook_events WHERE event_id = %s",
+        [evt["id"]],
+    ).fetchone()
+    # Written by SQL, answered by Python: a replay must be byte-identical to the first answer.
+    assert stored == ("completed", 200, response.get_data(as_text=True))
+    counts = db.execute("SELECT (SELECT count(*) FROM fulfilments), (SELECT count(*) FROM pgqueuer)").fetchone()
+    assert counts == (1, 1)
+
+
+def test_a_replayed_one_statement_answer_is_the_first_answer_byte_for_byte(client, statements):
+    evt = samples.payment_events()[1]
+    first = post_event(client, evt)
+    again = post_event(client, evt)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_data() == first.get_data()
+
+
+def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_delivery(
+    client, db, statements, monkeypatch
+):
+    monkeypatch.setattr(registry, "_HANDLERS", dict(registry._HANDLERS))
+    monkeypatch.setattr(registry, "_ONE_STATEMENT", dict(registry._ONE_STATEMENT))
+    registry.handles("payment_intent.succeeded")(lambda conn, event: "shop_handled")
+    response = post_event(client, samples.payment_events()[1])
+    assert response.get_json()["outcome"] == "shop_handled"
+    assert not any("webhooks_deliver_payment_succeeded" in text for text in statements)
+    assert db.execute("SELECT count(*) FROM fulfilments").fetchone() == (0,)
