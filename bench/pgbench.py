@@ -103,7 +103,7 @@ def _statement(conn: psycopg.Connection, cursor, query, params) -> str:
     text = _literal(conn, cursor, query, params).strip().rstrip(";")
     text = text.replace(str(_LEDGER_ID_SENTINEL), ":ledger_id")
     # pgbench's \gset ends the command, as a semicolon would.
-    return f"{text} \\gset ledger_" if query == ledger._CLAIM else f"{text};"
+    return f"{text} \\gset" if query == ledger._CLAIM else f"{text};"
 
 
 # A comment (its apostrophes are not quotes), an E'' string (backslashes

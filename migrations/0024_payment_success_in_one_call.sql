@@ -11,16 +11,26 @@
 -- plpgsql, not SQL functions: plpgsql keeps its plans for the session,
 -- PostgreSQL 15 plans a SQL function's statements on every call.
 
--- The ledger claim (ledger.claim): the row's id, or NULL when the event id
--- is taken. A duplicate blocks here until the claim it meets commits or
--- rolls back, or until lock_timeout.
+-- A claim's result (ledger.Claim): the new row's id, or, when the event id
+-- is taken, the row that holds it as it is once the claim's wait is over,
+-- so that a redelivery is answered from the same statement.
+CREATE TYPE webhooks_claimed AS (
+    ledger_id bigint,
+    held_status text,
+    held_response_status smallint,
+    held_response_body text,
+    held_event_type text
+);
+
+-- The ledger claim (ledger.claim). A duplicate blocks here until the claim
+-- it meets commits or rolls back, or until lock_timeout.
 CREATE FUNCTION webhooks_claim(
     p_provider text, p_event_id text, p_event_type text, p_account text, p_livemode boolean,
     p_created timestamptz, p_payload text, p_status text, p_outcome text,
     p_response_status smallint, p_response_body text
-) RETURNS bigint LANGUAGE plpgsql AS $$
+) RETURNS webhooks_claimed LANGUAGE plpgsql AS $$
 DECLARE
-    claimed bigint;
+    claimed webhooks_claimed;
 BEGIN
     INSERT INTO webhook_events
         (provider, event_id, event_type, account, livemode, event_created, payload,
@@ -29,7 +39,16 @@ BEGIN
             p_status, p_outcome, p_response_status, p_response_body,
             CASE WHEN p_status = 'completed' THEN now() END)
     ON CONFLICT (provider, event_id) DO NOTHING
-    RETURNING id INTO claimed;
+    RETURNING id INTO claimed.ledger_id;
+    IF claimed.ledger_id IS NULL THEN
+        -- A statement of its own, so a snapshot of its own: it sees the
+        -- row the INSERT waited for (none if that was pruned meanwhile).
+        SELECT status, response_status, response_body, event_type
+        INTO claimed.held_status, claimed.held_response_status, claimed.held_response_body,
+             claimed.held_event_type
+        FROM webhook_events
+        WHERE provider = p_provider AND event_id = p_event_id;
+    END IF;
     RETURN claimed;
 END $$;
 
@@ -242,21 +261,21 @@ BEGIN
 END $$;
 
 -- A whole delivery of a payment success event, claim to completion, for
--- ingest's one-statement path: NULL ledger_id when the event id is taken
--- (the caller reads the stored answer, as on the Python path).
+-- ingest's one-statement path. When the event id is taken, only the claim's
+-- columns are set (the answer to replay), as on the Python path.
 CREATE FUNCTION webhooks_deliver_payment_succeeded(
     p_provider text, p_event_id text, p_event_type text, p_account text, p_livemode boolean,
     p_created timestamptz, p_payload text,
     p_payment_id text, p_amount bigint, p_currency text, p_order boolean, p_marker_key text,
     p_checkout_mode text, p_session_id text, p_client_reference_id text, p_customer text,
     p_session_metadata jsonb, p_intent_metadata jsonb, p_invoice_id text,
-    OUT ledger_id bigint, OUT outcome text, OUT conflicting_account text
+    OUT claim webhooks_claimed, OUT outcome text, OUT conflicting_account text
 ) LANGUAGE plpgsql AS $$
 BEGIN
-    ledger_id := webhooks_claim(
+    claim := webhooks_claim(
         p_provider, p_event_id, p_event_type, p_account, p_livemode, p_created, p_payload,
         'processing', NULL, NULL, NULL);
-    IF ledger_id IS NULL THEN
+    IF claim.ledger_id IS NULL THEN
         RETURN;
     END IF;
     SELECT s.outcome, s.conflicting_account INTO outcome, conflicting_account
@@ -264,5 +283,6 @@ BEGIN
         p_event_id, p_event_type, p_account, p_created, p_payment_id, p_amount, p_currency,
         p_order, p_marker_key, p_checkout_mode, p_session_id, p_client_reference_id, p_customer,
         p_session_metadata, p_intent_metadata, p_invoice_id) AS s;
-    PERFORM webhooks_complete(ledger_id, outcome, 200::smallint, webhooks_answer_body(p_event_id, outcome));
+    PERFORM webhooks_complete(
+        claim.ledger_id, outcome, 200::smallint, webhooks_answer_body(p_event_id, outcome));
 END $$;

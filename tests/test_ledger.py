@@ -121,16 +121,19 @@ def test_handler_that_always_violates_a_unique_key_fails_loudly_not_409(client, 
 def test_loser_survives_the_winning_row_vanishing_before_it_reads_it(client, db, monkeypatch):
     evt = samples.payment_events()[1]
     post_event(client, evt)
-    real_stored_answer = ledger.stored_answer
+    real_claimed = ledger.claimed
     vanished = []
 
-    def row_vanishes_then_read(conn, provider, event):
-        if not vanished:
+    def lost_then_row_vanished(event, row):
+        claim = real_claimed(event, row)
+        if claim.ledger_id is None and not vanished:
+            # As if pruned between the claim's INSERT and its read of the row.
             db.execute("DELETE FROM webhook_events WHERE event_id = %s", [event.id])
             vanished.append(True)
-        return real_stored_answer(conn, provider, event)
+            return ledger.Claim(None)
+        return claim
 
-    monkeypatch.setattr(ledger, "stored_answer", row_vanishes_then_read)
+    monkeypatch.setattr(ledger, "claimed", lost_then_row_vanished)
     response = post_event(client, evt)
     assert vanished
     assert response.status_code == 200

@@ -46,12 +46,15 @@ def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(
     assert counts == (1, 1)
 
 
-def test_a_replayed_one_statement_answer_is_the_first_answer_byte_for_byte(client, statements):
-    evt = samples.payment_events()[1]
+@pytest.mark.parametrize("index", [1, 2], ids=["one-statement", "settled"])
+def test_a_redelivery_is_answered_by_its_claim_statement_byte_for_byte(client, statements, index):
+    evt = samples.payment_events()[index]
     first = post_event(client, evt)
+    statements.clear()
     again = post_event(client, evt)
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.get_data() == first.get_data()
+    assert len(statements) == 1
 
 
 def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_delivery(

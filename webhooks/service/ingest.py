@@ -131,12 +131,12 @@ def _claim_and_fulfil(
     if whole is not None:
         return _deliver_in_one_statement(pool, provider, event, whole)
     with db.connection(pool) as conn, db.transaction(conn):
-        ledger_id = ledger.claim(conn, provider, event)
-        if ledger_id is None:
-            return _replayed(conn, provider, event)
+        claim = ledger.claim(conn, provider, event)
+        if claim.ledger_id is None:
+            return _replayed(claim)
         outcome = handler(conn, event) if handler else registry.run(conn, event, provider)
         stored = _stored(event, outcome)
-        ledger.complete(conn, ledger_id, outcome, stored)
+        ledger.complete(conn, claim.ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)
 
 
@@ -149,8 +149,9 @@ def _claim_settled(pool: ConnectionPool, provider: str, event: Event, outcome: s
     """
     stored = _stored(event, outcome)
     with db.connection(pool) as conn:
-        if ledger.claim(conn, provider, event, completed=(outcome, stored)) is None:
-            return _replayed(conn, provider, event)
+        claim = ledger.claim(conn, provider, event, completed=(outcome, stored))
+    if claim.ledger_id is None:
+        return _replayed(claim)
     return Answer(stored.status, stored.body, outcome)
 
 
@@ -164,9 +165,9 @@ def _deliver_in_one_statement(
     most deliveries are (a payment's success).
     """
     with db.connection(pool) as conn:
-        outcome = whole.deliver(conn, provider, event)
-        if outcome is None:
-            return _replayed(conn, provider, event)
+        claim, outcome = whole.deliver(conn, provider, event)
+    if claim.ledger_id is None:
+        return _replayed(claim)
     stored = _stored(event, outcome)
     return Answer(stored.status, stored.body, outcome)
 
@@ -175,12 +176,11 @@ def _stored(event: Event, outcome: str) -> ledger.Stored:
     return ledger.Stored(200, json_body(event_id=event.id, outcome=outcome))
 
 
-def _replayed(conn, provider: str, event: Event) -> Answer | None:
+def _replayed(claim: ledger.Claim) -> Answer | None:
     """The completed answer of the delivery that beat our claim; None if there is none to read."""
-    stored = ledger.stored_answer(conn, provider, event)
-    if stored is None:
+    if claim.held is None:
         return None
-    return Answer(stored.status, stored.body, "replayed", replayed=True)
+    return Answer(claim.held.status, claim.held.body, "replayed", replayed=True)
 
 
 def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exception) -> None:

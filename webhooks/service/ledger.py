@@ -17,12 +17,11 @@ from .events import Event
 # the one-statement delivery of a payment success runs them too. A claim is
 # completed at once (status, outcome, answer) when the answer is known
 # before any handler runs; else 'processing' until `complete`.
-_CLAIM = "SELECT webhooks_claim(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::smallint, %s) AS id"
-
-_STORED = """
-SELECT status, response_status, response_body, event_type
-FROM webhook_events
-WHERE provider = %s AND event_id = %s
+CLAIM_COLUMNS = "(claim).ledger_id, (claim).held_status, (claim).held_response_status, " \
+    "(claim).held_response_body, (claim).held_event_type"
+_CLAIM = f"""
+SELECT {CLAIM_COLUMNS}
+FROM webhooks_claim(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::smallint, %s) AS claim
 """
 
 _COMPLETE = "SELECT webhooks_complete(%s, %s, %s::smallint, %s)"
@@ -55,11 +54,23 @@ class Stored:
     body: str
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claim's result: the new row's id, or else the answer the row holding the id gave.
+
+    `held` is None when there is no completed answer to replay: the row that
+    beat ours can have been pruned, or never committed, by the time it was read.
+    """
+
+    ledger_id: int | None
+    held: Stored | None = None
+
+
 def claim(
     conn: psycopg.Connection, provider: str, event: Event,
     completed: tuple[str, Stored] | None = None,
-) -> int | None:
-    """Insert the ledger row; its id, or None when the event id is taken.
+) -> Claim:
+    """Insert the ledger row, or read the one that holds the event id, in one statement.
 
     With `completed` (outcome, answer) the row is written completed, for an
     event whose answer is known without running a handler.
@@ -68,10 +79,28 @@ def claim(
     blocks until that transaction ends or the session's lock_timeout fires
     (LockNotAvailable), which is what bounds a duplicate's wait.
     """
-    (ledger_id,) = db.cursor(conn).execute(
+    row = db.cursor(conn).execute(
         _CLAIM, [*claim_fields(provider, event), *_completion(completed)]
     ).fetchone()
-    return ledger_id
+    return claimed(event, row)
+
+
+def claimed(event: Event, row: tuple) -> Claim:
+    """The Claim from a claim function's CLAIM_COLUMNS.
+
+    Event ids are unique across Stripe, so the event that reaches us under
+    two scopes (an organisation destination's `context`, a plain endpoint)
+    is one event, answered once. A completed row of another type under the
+    id raises EventIdReused.
+    """
+    ledger_id, status, response_status, body, held_type = row
+    if ledger_id is not None:
+        return Claim(ledger_id)
+    if status != "completed":
+        return Claim(None)
+    if held_type is not None and event.type is not None and held_type != event.type:
+        raise EventIdReused(f"{event.id} is already the id of a {held_type} event, not of this {event.type}")
+    return Claim(None, Stored(status=response_status, body=body))
 
 
 def claim_fields(provider: str, event: Event) -> list:
@@ -84,25 +113,6 @@ def _completion(completed: tuple[str, Stored] | None) -> list:
         return ["processing", None, None, None]
     outcome, stored = completed
     return ["completed", outcome, stored.status, stored.body]
-
-
-def stored_answer(conn: psycopg.Connection, provider: str, event: Event) -> Stored | None:
-    """The completed answer for the event, or None if there is no completed row.
-
-    Event ids are unique across Stripe, so the event that reaches us under
-    two scopes (an organisation destination's `context`, a plain endpoint)
-    is one event, answered once. A row of another type under the id raises
-    EventIdReused.
-
-    None is a normal result: the row that beat our claim can have been pruned
-    or (if it was never committed) be gone by the time we look.
-    """
-    row = db.cursor(conn).execute(_STORED, [provider, event.id]).fetchone()
-    if row is None or row[0] != "completed":
-        return None
-    if row[3] is not None and event.type is not None and row[3] != event.type:
-        raise EventIdReused(f"{event.id} is already the id of a {row[3]} event, not of this {event.type}")
-    return Stored(status=row[1], body=row[2])
 
 
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:

@@ -10,12 +10,15 @@ built-in one (and call it from its own to keep its effect).
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import psycopg
 
 from .events import STRIPE, Event
 from .outcomes import IGNORED, NOTIFIED
+
+if TYPE_CHECKING:  # the ledger names the handler in its failure records
+    from .ledger import Claim
 
 Handler = Callable[[psycopg.Connection, Event], str]
 _HANDLERS: dict[tuple[str, str], Handler] = {}
@@ -24,8 +27,8 @@ _HANDLERS: dict[tuple[str, str], Handler] = {}
 class OneStatement(Protocol):
     """A handler's effect that also runs the claim and completion, in one statement."""
 
-    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> str | None:
-        """The outcome, committed with the claim; None when the event id is already claimed."""
+    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> tuple[Claim, str | None]:
+        """The claim, and the outcome committed with it (None when the event id was taken)."""
 
 
 # For some handlers, the one statement an event's whole delivery can be

@@ -113,7 +113,10 @@ class BufferingThreadWorker(ThreadWorker):
         conn.buf = bytearray(leftover)
         conn.deadline = time.monotonic() + self.read_timeout_s
         conn.continued = False
-        conn.sock.setblocking(False)
+        if conn.sock.getblocking():
+            # Only after a read-ahead: gthread hands keep-alive and new
+            # connections over non-blocking, and each setblocking is a syscall.
+            conn.sock.setblocking(False)
         self._read(conn, register=True)
 
     def _read(self, conn, register=False):

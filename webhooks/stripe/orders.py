@@ -49,7 +49,7 @@ SELECT outcome, conflicting_account
 FROM webhooks_payment_succeeded(%s, %s, %s, %s, {_SUCCESS_PARAMS})
 """
 _DELIVER = f"""
-SELECT ledger_id, outcome, conflicting_account
+SELECT {ledger.CLAIM_COLUMNS}, outcome, conflicting_account
 FROM webhooks_deliver_payment_succeeded(%s, %s, %s, %s, %s, %s, %s, {_SUCCESS_PARAMS})
 """
 
@@ -70,16 +70,21 @@ class Success:
             *facts_params(self.facts).values(),
         ]
 
-    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> str | None:
+    def deliver(
+        self, conn: psycopg.Connection, provider: str, event: Event
+    ) -> tuple[ledger.Claim, str | None]:
         """Claim, decide and complete in one statement on an autocommit connection.
 
-        The outcome, or None when the event id is already claimed (the stored
-        answer is then read as on any path).
+        The claim, and the outcome (None when the event id was taken: the
+        claim then holds the answer to replay, read in the same statement).
         """
-        ledger_id, outcome, conflicting = cursor(conn).execute(
+        *claim_row, outcome, conflicting = cursor(conn).execute(
             _DELIVER, [*ledger.claim_fields(provider, event), *self.params()]
         ).fetchone()
-        return None if ledger_id is None else _decided(event, self, outcome, conflicting)
+        claim = ledger.claimed(event, claim_row)
+        if claim.ledger_id is None:
+            return claim, None
+        return claim, _decided(event, self, outcome, conflicting)
 
 
 def success(
