@@ -212,6 +212,7 @@ CREATE FUNCTION webhooks_payment_succeeded(
 DECLARE
     payment webhooks_payment;
 BEGIN
+    -- 2: the rank of 'succeeded' in payments._STATUS_RANK.
     payment := webhooks_note_payment(
         p_payment_id, p_account, 'succeeded', 2::smallint, p_at, p_amount, p_currency,
         p_checkout_mode, p_session_id, p_client_reference_id, p_customer,
