@@ -1,10 +1,16 @@
 """A payment's success delivered as one statement: the same transaction, the same answer."""
+import json
+import time
+
 import psycopg
 import pytest
 
 from tests.conftest import post_event
+from tests.stories import CardPayment, card_payment, deliver
 from webhooks.ops import samples
 from webhooks.service import registry
+
+NOW = int(time.time())
 
 
 @pytest.fixture
@@ -67,3 +73,47 @@ def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_deli
     assert response.get_json()["outcome"] == "shop_handled"
     assert not any("webhooks_deliver_payment_succeeded" in text for text in statements)
     assert db.execute("SELECT count(*) FROM fulfilments").fetchone() == (0,)
+
+
+def _job_payloads(db, payment_id: str) -> list[dict]:
+    rows = db.execute(
+        "SELECT convert_from(payload, 'UTF8')::jsonb FROM pgqueuer WHERE headers->>'idempotency-key' LIKE %s",
+        [f"%:{payment_id}"],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _run_story(client, db, shape: CardPayment, reverse: bool) -> tuple[list[str], list[dict]]:
+    """Outcomes and the payment's jobs, ids replaced by their role so two runs compare."""
+    story = card_payment(shape, NOW)
+    events = [evt for _, evt in (reversed(story) if reverse else story)]
+    outcomes = deliver(client, events)
+    intent = next(evt for name, evt in story if name == "intent_succeeded")["data"]["object"]
+    checkout = next(evt for name, evt in story if name == "checkout_paid")["data"]["object"]
+    ids = {evt["id"]: name for name, evt in story}
+    roles = {**ids, intent["id"]: "payment", checkout["id"]: "session",
+             checkout["client_reference_id"]: "reference", intent["customer"]: "customer"}
+    payloads = json.loads(json.dumps(_job_payloads(db, intent["id"]), sort_keys=True))
+    for payload in payloads:
+        for key, value in payload.items():
+            payload[key] = roles.get(value, value) if isinstance(value, str) else value
+        payload["metadata"] = {k: roles.get(v, v) for k, v in payload["metadata"].items()}
+    return outcomes, payloads
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in order", "reversed"])
+@pytest.mark.parametrize(
+    "shape",
+    [CardPayment(), CardPayment(failed_first=True), CardPayment(refunds=(3000,)),
+     CardPayment(refunds=(1000,), disputed=True)],
+    ids=["plain", "failed first", "refunded", "disputed"],
+)
+def test_the_one_statement_and_the_transaction_decide_a_payment_alike(
+    client, db, monkeypatch, shape, reverse
+):
+    one_statement = _run_story(client, db, shape, reverse)
+    # The same built-in handlers, registered without their one-statement form.
+    monkeypatch.setattr(registry, "_ONE_STATEMENT", {})
+    in_transaction = _run_story(client, db, shape, reverse)
+    assert one_statement == in_transaction
+    assert one_statement[1], "every shape here ships or holds the payment"
