@@ -36,6 +36,7 @@ class OneStatement(Protocol):
 # registered with it has it: a shop's replacement handler runs as any other.
 OneStatementPlan = Callable[[Event], OneStatement | None]
 _ONE_STATEMENT: dict[tuple[str, str], OneStatementPlan] = {}
+
 # Handlers for events no type handler fits, one per situation, registered by
 # the domain: "thin" runs for a thin event whose type has no handler (thin
 # types are open ended, `v1.<any snapshot type>`); "resync" claims a handled
