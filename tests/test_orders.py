@@ -75,6 +75,13 @@ def test_a_checkout_session_that_takes_no_one_off_payment_is_not_an_order(client
     assert db.execute("SELECT count(*) FROM payments").fetchone()[0] == 0
 
 
+def test_a_paid_session_of_no_known_mode_is_recorded_as_paid_not_awaiting_payment(client, db):
+    session = fixture("checkout.session.completed")
+    session["data"]["object"].update(mode=None, payment_status="paid")
+    assert deliver(client, [session]) == ["not_an_order"]
+    assert db.execute("SELECT status FROM payments").fetchall() == [("succeeded",)]
+
+
 def _no_order_shipped(db) -> None:
     assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 0
     assert [kind for kind, _ in jobs(db) if kind in ("order.fulfilled", "payment.review")] == []

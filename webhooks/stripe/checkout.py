@@ -60,8 +60,8 @@ def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str)
 
 
 def _paid_now(session: dict) -> bool:
-    """A payment-mode session whose payment is done; delayed methods (SEPA, ACH) settle later."""
-    return session.get("mode", "payment") == "payment" and session.get("payment_status") != "unpaid"
+    """A session that takes a payment and is paid; delayed methods (SEPA, ACH) settle later."""
+    return session.get("mode", "payment") not in _OTHER_MODES and session.get("payment_status") != "unpaid"
 
 
 def _completed_success(event: Event) -> Success | None:
