@@ -171,7 +171,6 @@ BEGIN
     RETURN noted;
 END $$;
 
-
 -- A job that tells the shop about a payment (orders.py), keyed by the
 -- payment. The order's identity is what both success events stated so far;
 -- the session's metadata wins over the PaymentIntent's for a key set on both.
@@ -226,6 +225,8 @@ BEGIN
     ELSIF NOT p_order AND payment.checkout_mode IS DISTINCT FROM 'payment'
             AND coalesce(payment.intent_metadata ->> p_marker_key, '') = '' THEN
         outcome := 'not_an_order';
+    -- Fully refunded against the stored amount or, before one is stored, this
+    -- event's: a refund event can arrive before any event that states it.
     ELSIF payment.disputed
             OR coalesce(payment.amount, p_amount) BETWEEN 1 AND payment.amount_refunded THEN
         -- Held only if never shipped: the row lock taken by the note orders

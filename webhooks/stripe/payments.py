@@ -50,14 +50,6 @@ class Payment:
     # lock is not seen (the unique index still refuses a second one).
     fulfilled: bool
 
-    def refunded_in_full(self, amount: int | None) -> bool:
-        """Fully refunded, against the stored amount or, before one is stored, `amount`.
-
-        A refund event can arrive before any event that states the payment's amount.
-        """
-        total = self.amount if self.amount is not None else amount
-        return total is not None and 0 < total <= self.amount_refunded
-
 
 # One statement per event, written once in SQL (webhooks_note_payment,
 # migrations/0024) since a payment's success is decided there too: the row
