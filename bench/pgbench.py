@@ -50,18 +50,18 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def _captured():
+def captured():
     """Every (cursor, query, params) psycopg executes inside the block."""
-    captured = []
+    calls = []
     execute = psycopg.Cursor.execute
 
     def capture(cursor, query, params=None, **kwargs):
-        captured.append((cursor, query, params))
+        calls.append((cursor, query, params))
         return execute(cursor, query, params, **kwargs)
 
     psycopg.Cursor.execute = capture
     try:
-        yield captured
+        yield calls
     finally:
         psycopg.Cursor.execute = execute
 
@@ -86,11 +86,11 @@ def record(conninfo: str) -> list[list[str]]:
     try:
         pool.wait()
         for evt in events:
-            with _captured() as captured:
+            with captured() as calls:
                 answer = ingest.deliver(pool, PROVIDER, parse(samples.encode(evt).decode()))
             assert answer.status == 200, answer
             with pool.connection() as conn:
-                recorded.append([_statement(conn, *call) for call in captured if str(call[1]).strip()])
+                recorded.append([_statement(conn, *call) for call in calls if str(call[1]).strip()])
     finally:
         pool.close()
     return [[_parameterise(statement, events) for statement in event] for event in recorded]

@@ -2,9 +2,9 @@
 import json
 import time
 
-import psycopg
 import pytest
 
+from bench import pgbench
 from tests.conftest import post_event
 from tests.stories import CardPayment, card_payment, deliver
 from webhooks.ops import samples
@@ -14,22 +14,16 @@ NOW = int(time.time())
 
 
 @pytest.fixture
-def statements(monkeypatch):
-    """The text of every statement psycopg sends while the test runs.
+def statements():
+    """Every (cursor, query, params) psycopg executes while the test runs (as the bench records them)."""
+    with pgbench.captured() as calls:
+        yield calls
 
-    Not the empty query of the pool's liveness check, which a connection
-    not used for a while gets at checkout, outside any delivery.
-    """
-    sent = []
-    execute = psycopg.Cursor.execute
 
-    def recorded(cursor, query, params=None, **kwargs):
-        if str(query).strip():
-            sent.append(str(query).strip())
-        return execute(cursor, query, params, **kwargs)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
-    return sent
+def _sent(calls) -> list[str]:
+    """The statements' texts, without the empty query of the pool's liveness check: a
+    connection not used for a while gets it at checkout, outside any delivery."""
+    return [str(query).strip() for _, query, _ in calls if str(query).strip()]
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["session", "intent"])
@@ -41,7 +35,8 @@ def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(
     statements.clear()
     response = post_event(client, evt)
     assert response.get_json()["outcome"] == "fulfilled"
-    assert len(statements) == 1 and "webhooks_deliver_payment_succeeded" in statements[0]
+    [sent] = _sent(statements)
+    assert "webhooks_deliver_payment_succeeded" in sent
     stored = db.execute(
         "SELECT status, response_status, response_body FROM webhook_events WHERE event_id = %s",
         [evt["id"]],
@@ -60,7 +55,7 @@ def test_a_redelivery_is_answered_by_its_claim_statement_byte_for_byte(client, s
     again = post_event(client, evt)
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.get_data() == first.get_data()
-    assert len(statements) == 1
+    assert len(_sent(statements)) == 1
 
 
 def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_delivery(
@@ -71,7 +66,7 @@ def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_deli
     registry.handles("payment_intent.succeeded")(lambda conn, event: "shop_handled")
     response = post_event(client, samples.payment_events()[1])
     assert response.get_json()["outcome"] == "shop_handled"
-    assert not any("webhooks_deliver_payment_succeeded" in text for text in statements)
+    assert not any("webhooks_deliver_payment_succeeded" in text for text in _sent(statements))
     assert db.execute("SELECT count(*) FROM fulfilments").fetchone() == (0,)
 
 
