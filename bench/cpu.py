@@ -48,24 +48,39 @@ def backends(conninfo: str, application_name: str) -> list[int]:
     return [pid for (pid,) in pids if Path(f"/proc/{pid}").exists()]
 
 
+def machine_jiffies() -> tuple[int, int]:
+    """(idle, all) clock ticks of every core since boot, from /proc/stat."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait
+
+
+def idle_share(start: tuple[int, int], end: tuple[int, int]) -> float:
+    """The share of the machine's CPU time left idle between two readings."""
+    return (end[0] - start[0]) / max(end[1] - start[1], 1)
+
+
 def own_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
 class Meter:
-    """CPU used during a block by web workers, their backends and this process."""
+    """CPU used during a block by web workers, their backends and this process,
+    and the share of the machine left idle (a row bound by one thread leaves
+    cores idle; a row bound by the machine's CPU leaves none)."""
 
     def __init__(self, workers: list[int], backend_pids: list[int]):
         self.workers, self.backend_pids = workers, backend_pids
         self.used: dict[str, float] = {}
+        self.idle = float("nan")
 
     def __enter__(self):
-        self._start = self._now()
+        self._start, self._machine = self._now(), machine_jiffies()
         return self
 
     def __exit__(self, *exc):
         self.used = {k: end - self._start[k] for k, end in self._now().items()}
+        self.idle = idle_share(self._machine, machine_jiffies())
 
     def _now(self) -> dict[str, float]:
         return {

@@ -47,6 +47,8 @@ class Outcome:
     latencies_ms: list[float]
     # CPU of pgbench's PostgreSQL backends per delivery (one of the script's transactions).
     postgres_cpu_us: float
+    # Share of the machine's CPU left idle over the same window.
+    idle: float
 
 
 @contextlib.contextmanager
@@ -145,14 +147,17 @@ def script(recorded: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(conninfo: str, clients: int, seconds: int) -> Outcome:
+def run(conninfo: str, clients: int, seconds: int, deliveries_per_s: float | None = None) -> Outcome:
+    """pgbench flat out, or paced at `deliveries_per_s` (a busy server commits
+    many transactions per WAL flush; one paced at a service's rate, fewer)."""
     name = f"bench-pgbench-{clients}"
+    paced = ["-R", f"{deliveries_per_s / EVENTS_PER_SCRIPT:.1f}"] if deliveries_per_s else []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "payment.sql"
         path.write_text(script(record(conninfo)))
         args = [
             PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T", str(seconds),
-            "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"),
+            *paced, "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"),
             make_conninfo(conninfo, application_name=name),
         ]
         started = time.time()
@@ -166,13 +171,13 @@ def run(conninfo: str, clients: int, seconds: int) -> Outcome:
         # One line per run of the script: client, run, latency µs, script, end epoch s, end µs
         logged = [line.split() for log in Path(tmp).glob("txn*") for line in log.read_text().splitlines()]
     latencies = sorted(int(fields[2]) / 1000 for fields in logged)
-    first, last, cpu_s = window
+    first, last, cpu_s, idle = window
     done = sum(1 for fields in logged if first < int(fields[4]) + int(fields[5]) / 1e6 <= last)
-    return Outcome(tps * EVENTS_PER_SCRIPT, latencies, cpu_s / max(done * EVENTS_PER_SCRIPT, 1) * 1e6)
+    return Outcome(tps * EVENTS_PER_SCRIPT, latencies, cpu_s / max(done * EVENTS_PER_SCRIPT, 1) * 1e6, idle)
 
 
-def _backend_cpu(conninfo: str, name: str, clients: int, ends: float) -> tuple[float, float, float]:
-    """(from, to, CPU seconds) of pgbench's backends over most of its run.
+def _backend_cpu(conninfo: str, name: str, clients: int, ends: float) -> tuple[float, float, float, float]:
+    """(from, to, CPU seconds, machine idle share) of pgbench's backends over most of its run.
 
     Read while they live: a backend's /proc entry goes when pgbench
     disconnects, so the window stops half a second before the run does and
@@ -182,6 +187,6 @@ def _backend_cpu(conninfo: str, name: str, clients: int, ends: float) -> tuple[f
     while len(pids) < clients and time.time() < ends - 1:
         time.sleep(0.05)
         pids = cpu.backends(conninfo, name)
-    first, before = time.time(), cpu.seconds(pids)
+    first, before, machine = time.time(), cpu.seconds(pids), cpu.machine_jiffies()
     time.sleep(max(ends - 0.5 - first, 0))
-    return first, time.time(), cpu.seconds(pids) - before
+    return first, time.time(), cpu.seconds(pids) - before, cpu.idle_share(machine, cpu.machine_jiffies())

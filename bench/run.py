@@ -5,7 +5,7 @@ same worker class) and driven by the loadtest client at the same
 concurrency; the database ceiling is pgbench at that many clients. Rows:
 the service with each event delivered once and K times, a trivial Flask
 endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
-(database ceiling),
+(database ceiling), and paced at the service's rate,
 the naive check-then-insert handler in a duplicate storm, and the service
 on a ledger pre-filled with a million rows.
 
@@ -42,7 +42,8 @@ SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
 WARM_UP_EVENTS = 300
 ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big",
-        "wrk_service", "wrk_service_big", "wrk_service_dup", "seed", "seed_dup", "wrk_trivial")
+        "wrk_service", "pgbench_paced", "wrk_service_big", "wrk_service_dup", "seed", "seed_dup",
+        "wrk_trivial")
 # Rows driven by wrk: (what serves, K > 1, on the pre-filled ledger); the seed
 # rows serve the article's Node handler.
 _WRK_ROWS = {"wrk_service": ("service", False, False), "wrk_service_dup": ("service", True, False),
@@ -81,6 +82,8 @@ class Measure:
     notes: Counter = field(default_factory=Counter)
     # CPU microseconds per HTTP attempt: web workers, their PostgreSQL backends, load generator.
     cpu_us: dict[str, float] = field(default_factory=dict)
+    # Share of the machine's CPU left idle during the row's window.
+    idle: float = math.nan
 
 
 def _row_names(text: str) -> list[str]:
@@ -111,7 +114,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path,
                         help="record py-spy collapsed stacks of the service's first round here")
     args = parser.parse_args(argv)
-    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench",)}
+    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench", "pgbench_paced")}
     for tool, rows in needs.items():
         if set(rows) & set(args.rows) and shutil.which(tool) is None:
             parser.error(f"{tool} is not installed (Debian: apt-get install "
@@ -133,6 +136,7 @@ class Bench:
             "trivial": "HTTP ceiling: trivial Flask endpoint, no DB",
             "pgbench": f"DB ceiling: pgbench -M prepared, {c} clients, the service's recorded SQL "
                        "(p99: one payment's 3 transactions)",
+            "pgbench_paced": "pgbench as above, paced at the service's K=1 wrk rate",
             "naive": f"naive check-then-insert, no unique index, K={k}",
             "service_big": f"service, K=1, ledger pre-filled with {self.args.ledger_rows:,} rows",
             "wrk_service": "service, K=1, wrk",
@@ -148,11 +152,13 @@ class Bench:
         if row in _WRK_ROWS:
             served, racing, big = _WRK_ROWS[row]
             return self._wrk(served, k if racing else 1, self.filled if big else self.empty)
-        if row == "pgbench":
-            outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds)
+        if row in ("pgbench", "pgbench_paced"):
+            # Paced at the rate the service's wrk row reached last (this round's when it ran).
+            pace = self.rates.get(("service", 1, self.empty), 1500) if row == "pgbench_paced" else None
+            outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds, pace)
             rate = outcome.deliveries_per_s
             return Measure(rate, rate, percentile(outcome.latencies_ms, 99),
-                           cpu_us={"postgres": outcome.postgres_cpu_us})
+                           cpu_us={"postgres": outcome.postgres_cpu_us}, idle=outcome.idle)
         if row == "trivial":
             return self._http("bench.apps:trivial", self.empty, 1)[1]
         if row == "naive":
@@ -187,7 +193,7 @@ class Bench:
             with _py_spy(pid, spy_output), meter:
                 result = self._deliver(url, events, duplicates)
         self.rates[key] = result.events_per_s
-        return events, _measure(result, meter.used), result
+        return events, _measure(result, meter), result
 
     def _wrk(self, served: str, duplicates: int, conninfo: str) -> Measure:
         """wrk for about --seconds; unique events/s and exactly-once read from the database."""
@@ -220,7 +226,7 @@ class Bench:
             notes["no double fulfilment" if doubled == 0 else f"DOUBLE FULFILMENTS: {doubled}"] += 1
         used = {**meter.used, "client": run.cpu_s}
         return Measure(events / run.seconds, run.requests_per_s, run.p99_ms, notes,
-                       {part: seconds / attempts * 1e6 for part, seconds in used.items()})
+                       {part: seconds / attempts * 1e6 for part, seconds in used.items()}, meter.idle)
 
     def _completed(self, served: str, conninfo: str) -> int:
         return self._sql(conninfo, _COMPLETED[served])[0][0] if served in _COMPLETED else 0
@@ -236,13 +242,14 @@ class Bench:
             return cursor.fetchall() if cursor.description else None
 
 
-def _measure(result: loadtest.Result, cpu_s: dict[str, float]) -> Measure:
+def _measure(result: loadtest.Result, meter: cpu.Meter) -> Measure:
     return Measure(
         result.events_per_s,
         result.deliveries_per_s,
         percentile(result.latencies_ms(), 99),
         Counter(f"HTTP {label}" for label, _ in result.attempts),
-        {part: used / len(result.attempts) * 1e6 for part, used in cpu_s.items()},
+        {part: used / len(result.attempts) * 1e6 for part, used in meter.used.items()},
+        meter.idle,
     )
 
 
@@ -298,19 +305,21 @@ def _ratio_specs(args: argparse.Namespace):
     ]
 
 
-_FLOOR_ROWS = ("wrk_trivial", "pgbench")
+# (label, row, the pgbench row whose PostgreSQL CPU is the floor's database half)
 _FLOOR_SPECS = [
     ("**CPU per delivery, web + postgres (K=1, wrk) / floor: a trivial request's web CPU "
-     "+ pgbench's postgres CPU per delivery for the same SQL** (target <= 1.3)", "wrk_service"),
+     "+ pgbench's postgres CPU per delivery for the same SQL** (target <= 1.3)", "wrk_service", "pgbench"),
     ("seed article's handler's CPU per delivery (server + postgres, K=1) / the same floor (for scale)",
-     "seed"),
+     "seed", "pgbench"),
+    ("CPU per delivery (K=1, wrk) / the floor with pgbench paced at the service's rate (for scale: "
+     "fewer transactions share each WAL flush)", "wrk_service", "pgbench_paced"),
 ]
 
 
-def _cpu_over_floor(measures: dict[str, Measure], row: str) -> float:
+def _cpu_over_floor(measures: dict[str, Measure], row: str, database: str) -> float:
     """`row`'s CPU per delivery over the least the service's two halves can cost, in one round."""
     served = measures[row].cpu_us
-    floor = measures["wrk_trivial"].cpu_us["workers"] + measures["pgbench"].cpu_us["postgres"]
+    floor = measures["wrk_trivial"].cpu_us["workers"] + measures[database].cpu_us["postgres"]
     return (served["workers"] + served["postgres"]) / floor
 
 
@@ -336,6 +345,7 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
             f"{statistics.median(m.p99_ms for m in measures):.1f}",
             " / ".join(f"{m.events_per_s:.0f}" for m in measures),
             *(_median_cpu(measures, part) for part in ("workers", "postgres", "client")),
+            f"{100 * statistics.median(m.idle for m in measures):.0f}",
             ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
         ])
     ratios = []
@@ -343,9 +353,9 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
         if top in rows and all(b in rows for b in bottoms):
             values = [r[top].events_per_s / combine([r[b].events_per_s for b in bottoms]) for r in rounds]
             ratios.append(_ratio_row(label, values))
-    for label, row in _FLOOR_SPECS:
-        if all(r in rows for r in (row, *_FLOOR_ROWS)):
-            ratios.append(_ratio_row(label, [_cpu_over_floor(r, row) for r in rounds]))
+    for label, row, database in _FLOOR_SPECS:
+        if all(r in rows for r in (row, "wrk_trivial", database)):
+            ratios.append(_ratio_row(label, [_cpu_over_floor(r, row, database) for r in rounds]))
     overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
         f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
@@ -355,7 +365,8 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
     )
     return "\n\n".join([
         markdown_table(["row", "unique events/s", "deliveries/s", "p99 ms", "per round",
-                        "CPU µs/attempt: web workers", "postgres", "load generator", "totals"], table),
+                        "CPU µs/attempt: web workers", "postgres", "load generator", "machine idle %",
+                        "totals"], table),
         markdown_table(["ratio (same round)", "median", "per round"], ratios),
         setup,
     ]) + "\n"
