@@ -17,6 +17,10 @@ worker_class = os.environ.get(
     "GUNICORN_WORKER_CLASS", "webhooks.service.serving.BufferingThreadWorker"
 )
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+# Open connections per worker, slow ones included. At the cap the worker cuts
+# the connection that has been sending its request longest rather than stop
+# accepting (webhooks/service/serving.py).
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 # One pooled connection per thread, so a thread never waits for another's.
 os.environ.setdefault("WEBHOOK_POOL_MAX_SIZE", str(threads))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))

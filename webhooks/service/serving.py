@@ -11,6 +11,13 @@ within `request_read_timeout_s` of its first byte (or of the connection's
 accept) is answered 408 and closed: no thread was ever blocked on it, so no
 worker is killed and nothing is logged for it.
 
+A worker holds at most `worker_connections` connections. At that cap gthread
+stops accepting, so enough slow connections would keep every delivery out
+until their read timeout. Instead a slot is kept free by cutting, at the
+cap, the connection that has been sending its request longest (408), or an
+idle kept-alive one. A delivery's request arrives whole in milliseconds, so
+the connections cut are the ones that are not sending it.
+
 What reaches a thread is served by gthread unchanged, from the buffer.
 """
 from __future__ import annotations
@@ -21,79 +28,14 @@ import time
 from gunicorn.workers.gthread import ThreadWorker
 
 from .config import Settings
+from .framing import Framing
 
-# Beyond this many header bytes gunicorn's parser refuses the request anyway
-# (limit_request_line, limit_request_fields x limit_request_field_size).
-_HEAD_CAP = 64 * 1024
 _RECV = 64 * 1024
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-
-class Framing:
-    """How much of a request `buf` holds: complete, or what is still awaited."""
-
-    def __init__(self, buf: bytes, body_cap: int):
-        self.complete = False
-        # True when the request is handed over unfinished (over a cap, or
-        # malformed for the parser to refuse): the connection must then close.
-        self.close_after = False
-        self.expects_continue = False
-        head_end = buf.find(b"\r\n\r\n")
-        if head_end < 0:
-            self.complete = self.close_after = len(buf) > _HEAD_CAP
-            return
-        headers = _headers(buf[:head_end])
-        self.expects_continue = headers.get(b"expect", b"").lower() == b"100-continue"
-        body = memoryview(buf)[head_end + 4 :]
-        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-            self.complete, self.close_after = _chunked_complete(body, body_cap)
-        elif b"content-length" in headers:
-            self.complete, self.close_after = _length_complete(
-                len(body), headers[b"content-length"], body_cap
-            )
-        else:
-            self.complete = True
-
-
-def _headers(head: bytes) -> dict[bytes, bytes]:
-    fields = {}
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        fields[name.strip().lower()] = value.strip()
-    return fields
-
-
-def _length_complete(have: int, raw: bytes, body_cap: int) -> tuple[bool, bool]:
-    try:
-        length = int(raw)
-    except ValueError:
-        return True, True
-    if length > body_cap or length < 0:
-        return True, True  # the app refuses it from the header alone
-    return have >= length, False
-
-
-def _chunked_complete(body: memoryview, body_cap: int) -> tuple[bool, bool]:
-    pos, size_total = 0, 0
-    data = bytes(body)
-    while True:
-        line_end = data.find(b"\r\n", pos)
-        if line_end < 0:
-            return False, False
-        try:
-            size = int(data[pos:line_end].split(b";")[0], 16)
-        except ValueError:
-            return True, True
-        size_total += size
-        if size_total > body_cap:
-            return True, True  # enough for the app to see it is over the cap
-        if size == 0:
-            # The last chunk is followed by trailers, if any, and a blank line.
-            return data.find(b"\r\n\r\n", line_end) >= 0, False
-        pos = line_end + 2 + size + 2
-        if pos > len(data):
-            return False, False
+# At the connection cap, how long a connection that has sent nothing is
+# spared: a client sends its request as soon as it has connected.
+_SILENT_GRACE_S = 1.0
 
 
 class BufferingThreadWorker(ThreadWorker):
@@ -175,10 +117,40 @@ class BufferingThreadWorker(ThreadWorker):
         now = time.monotonic()
         # A stopping worker cuts them all: none has a request to finish.
         for conn in [c for c in self.reading if c.deadline <= now or not self.alive]:
-            self._forget(conn, registered=True)
-            _send_quietly(conn.sock, _TIMED_OUT)
+            self._cut(conn)
+        # Runs once per turn of the event loop, which accepts at most one
+        # connection per turn: a slot kept free here keeps it accepting.
+        while self.nr_conns >= self.worker_connections - 1 and self._make_room(now):
+            pass
+
+    def _make_room(self, now: float) -> bool:
+        """Cut one connection to free a slot; False if none should go.
+
+        First the longest-reading one that has sent part of its request (a
+        delivery arrives whole), then the longest idle kept-alive one, then
+        one that has sent nothing for `_SILENT_GRACE_S`. A connection
+        accepted a moment ago may not have sent its first bytes yet.
+        """
+        # dicts keep insertion order: longest reading first
+        victim = next((conn for conn in self.reading if conn.buf), None)
+        if victim is None and self.keepalived_conns:
+            conn = self.keepalived_conns.popleft()
+            self.poller.unregister(conn.sock)
             self.nr_conns -= 1
             conn.close()
+            return True
+        silent_since = now - _SILENT_GRACE_S + self.read_timeout_s
+        victim = victim or next((c for c in self.reading if c.deadline <= silent_since), None)
+        if victim is None:
+            return False
+        self._cut(victim)
+        return True
+
+    def _cut(self, conn):
+        self._forget(conn, registered=True)
+        _send_quietly(conn.sock, _TIMED_OUT)
+        self.nr_conns -= 1
+        conn.close()
 
 
 def _send_quietly(sock, data: bytes) -> None:
