@@ -1,7 +1,8 @@
 """Slow clients against the served stack, while real deliveries are sent.
 
 `trickle` connections send full headers then one body byte per second;
-`silent` connections send headers and never a body. Whenever the server cuts
+`silent` connections send headers and never a body; `idle` connections
+open and send nothing. Whenever the server cuts
 one, it is re-opened at once, as an attacker would. Meanwhile valid signed
 deliveries (new payments, three events each) are sent one at a time over a
 fresh connection each and timed. Reported: the deliveries' latencies, how
@@ -54,9 +55,9 @@ class Report:
         ])
 
 
-async def _slow_connection(host, port, trickle: bool, stop_at: float, report: Report) -> None:
-    """One attacker slot: open, stall, and re-open whenever the server cuts it."""
-    head = _HEAD.format(sig="t=1,v1=00", length=1000).encode()
+async def _slow_connection(host, port, kind: str, stop_at: float, report: Report) -> None:
+    """One attacker slot (`trickle`, `silent` or `idle`): open, stall, and re-open whenever the server cuts it."""
+    head = b"" if kind == "idle" else _HEAD.format(sig="t=1,v1=00", length=1000).encode()
     while time.monotonic() < stop_at:
         try:
             reader, writer = await asyncio.open_connection(host, port)
@@ -66,7 +67,7 @@ async def _slow_connection(host, port, trickle: bool, stop_at: float, report: Re
         report.opened += 1
         opened = time.monotonic()
         writer.write(head)
-        answer = await _stall(reader, writer, trickle, stop_at)
+        answer = await _stall(reader, writer, kind == "trickle", stop_at)
         if answer is not None:
             report.cut_after_s.append(time.monotonic() - opened)
             report.cut_by[answer.split(b"\r\n")[0].decode(errors="replace") or "closed"] += 1
@@ -113,11 +114,11 @@ async def _deliveries(host, port, secret: str, stop_at: float, report: Report) -
             await asyncio.sleep(0.05)
 
 
-async def _send_until_then(host, port, secret, seconds, trickle, silent) -> Report:
+async def _send_until_then(host, port, secret, seconds, counts: dict[str, int]) -> Report:
     report = Report()
     stop_at = time.monotonic() + seconds
-    slow = [_slow_connection(host, port, True, stop_at, report) for _ in range(trickle)]
-    slow += [_slow_connection(host, port, False, stop_at, report) for _ in range(silent)]
+    slow = [_slow_connection(host, port, kind, stop_at, report)
+            for kind, count in counts.items() for _ in range(count)]
     # Let the slow connections take their places before the deliveries start.
     tasks = [asyncio.ensure_future(c) for c in slow]
     await asyncio.sleep(1.0)
@@ -126,9 +127,11 @@ async def _send_until_then(host, port, secret, seconds, trickle, silent) -> Repo
     return report
 
 
-def run(url: str, secret: str, seconds: float, trickle: int = 200, silent: int = 200) -> Report:
+def run(url: str, secret: str, seconds: float, trickle: int = 200, silent: int = 200,
+        idle: int = 0) -> Report:
     host, port = url.removeprefix("http://").split(":")
-    return asyncio.run(_send_until_then(host, int(port), secret, seconds, trickle, silent))
+    counts = {"trickle": trickle, "silent": silent, "idle": idle}
+    return asyncio.run(_send_until_then(host, int(port), secret, seconds, counts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--trickle", type=int, default=200)
     parser.add_argument("--silent", type=int, default=200)
+    parser.add_argument("--idle", type=int, default=0, help="connections that send nothing")
     parser.add_argument("--database", default="postgresql://root@127.0.0.1:5432/test")
     args = parser.parse_args(argv)
     secret = "whsec_slow_clients"
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     with servers.private_schema(args.database) as db_url:
         env = {"DATABASE_URL": db_url, "STRIPE_WEBHOOK_SECRET": secret}
         with servers.gunicorn("wsgi:app", env, log_path) as (url, _pid):
-            report = run(url, secret, args.seconds, args.trickle, args.silent)
+            report = run(url, secret, args.seconds, args.trickle, args.silent, args.idle)
     log = log_path.read_text()
     print(report.summary())
     print(f"gunicorn log: {log_path}; worker timeouts/kills: "
