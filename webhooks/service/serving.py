@@ -53,7 +53,8 @@ class BufferingThreadWorker(ThreadWorker):
             return
         leftover = conn.parser.unreader.take_buffered() if conn.parser else b""
         conn.buf = bytearray(leftover)
-        conn.deadline = time.monotonic() + self.read_timeout_s
+        conn.read_from = time.monotonic()
+        conn.deadline = conn.read_from + self.read_timeout_s
         conn.continued = False
         if conn.sock.getblocking():
             # Only after a read-ahead: gthread hands keep-alive and new
@@ -139,8 +140,8 @@ class BufferingThreadWorker(ThreadWorker):
             self.nr_conns -= 1
             conn.close()
             return True
-        silent_since = now - _SILENT_GRACE_S + self.read_timeout_s
-        victim = victim or next((c for c in self.reading if c.deadline <= silent_since), None)
+        spared_from = now - _SILENT_GRACE_S
+        victim = victim or next((c for c in self.reading if c.read_from <= spared_from), None)
         if victim is None:
             return False
         self._cut(victim)
