@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -156,7 +157,7 @@ def _free_port() -> int:
 
 
 class Gunicorn:
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], open_files: int | None = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
@@ -166,6 +167,9 @@ class Gunicorn:
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
             cwd=ROOT,
             env={**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(self.port)},
+            # A soft and hard open-file limit, as a service manager would set.
+            preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files)))
+            if open_files else None,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -203,8 +207,8 @@ class Gunicorn:
 def gunicorn(database_url: str):
     servers = []
 
-    def start(**extra) -> Gunicorn:
-        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
+    def start(open_files: int | None = None, **extra) -> Gunicorn:
+        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}), open_files)
         servers.append(server)
         return server
 
