@@ -37,10 +37,10 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # At the connection cap, how long a connection that has sent nothing is
 # spared: a client sends its request as soon as it has connected.
 _SILENT_GRACE_S = 1.0
-# Descriptors a worker needs besides its clients' sockets: listeners, the
-# poller and its wake-up pipe, pooled database connections (one per thread),
-# log and metrics files, a reconnect or two.
-_OTHER_DESCRIPTORS = 128
+# Descriptors a worker needs besides its clients' sockets and its pooled
+# database connections: listeners, the poller and its wake-up pipe, log and
+# metrics files, a reconnect or two.
+_OTHER_DESCRIPTORS = 64
 
 
 class BufferingThreadWorker(ThreadWorker):
@@ -51,6 +51,7 @@ class BufferingThreadWorker(ThreadWorker):
         # A byte of slack over the app's cap, so the app sees and refuses the overflow.
         self.body_cap = settings.max_body_bytes + 1
         self.reading = {}
+        self.other_descriptors = settings.pool_max_size + _OTHER_DESCRIPTORS
 
     def init_process(self):
         self._fit_descriptor_limit()
@@ -66,12 +67,12 @@ class BufferingThreadWorker(ThreadWorker):
         worker restarts in 12 s, deliveries answered 503.
         """
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        wanted = self.worker_connections + _OTHER_DESCRIPTORS
+        wanted = self.worker_connections + self.other_descriptors
         if soft != resource.RLIM_INFINITY and soft < wanted:
             soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         if soft != resource.RLIM_INFINITY and soft < wanted:
-            self.worker_connections = max(soft - _OTHER_DESCRIPTORS, self.cfg.threads + 1)
+            self.worker_connections = max(soft - self.other_descriptors, self.cfg.threads + 1)
             self.max_keepalived = self.worker_connections - self.cfg.threads
             self.log.warning("worker_connections lowered to %d: the open-file limit is %d",
                              self.worker_connections, soft)
