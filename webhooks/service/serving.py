@@ -68,10 +68,11 @@ class BufferingThreadWorker(ThreadWorker):
         """
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         wanted = self.worker_connections + self.other_descriptors
-        if soft != resource.RLIM_INFINITY and soft < wanted:
-            soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        if soft != resource.RLIM_INFINITY and soft < wanted:
+        if soft == resource.RLIM_INFINITY or soft >= wanted:
+            return
+        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        if soft < wanted:
             self.worker_connections = max(soft - self.other_descriptors, self.cfg.threads + 1)
             self.max_keepalived = self.worker_connections - self.cfg.threads
             self.log.warning("worker_connections lowered to %d: the open-file limit is %d",
@@ -163,18 +164,21 @@ class BufferingThreadWorker(ThreadWorker):
         accepted a moment ago may not have sent its first bytes yet.
         """
         # dicts keep insertion order: longest reading first
-        victim = next((conn for conn in self.reading if conn.buf), None)
-        if victim is None and self.keepalived_conns:
-            conn = self.keepalived_conns.popleft()
-            self.poller.unregister(conn.sock)
+        started = next((conn for conn in self.reading if conn.buf), None)
+        if started is not None:
+            self._cut(started)
+            return True
+        if self.keepalived_conns:
+            idle = self.keepalived_conns.popleft()
+            self.poller.unregister(idle.sock)
             self.nr_conns -= 1
-            conn.close()
+            idle.close()
             return True
         spared_from = now - _SILENT_GRACE_S
-        victim = victim or next((c for c in self.reading if c.read_from <= spared_from), None)
-        if victim is None:
+        silent = next((conn for conn in self.reading if conn.read_from <= spared_from), None)
+        if silent is None:
             return False
-        self._cut(victim)
+        self._cut(silent)
         return True
 
     def _cut(self, conn):
