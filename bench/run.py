@@ -7,7 +7,7 @@ the service with each event delivered once and K times, a trivial Flask
 endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
 (database ceiling), and paced at the service's rate,
 the naive check-then-insert handler in a duplicate storm, and the service
-on a ledger pre-filled with a million rows.
+on a ledger pre-filled with --ledger-rows rows (ten million by default).
 
 The machine is shared, so the rows run in rounds (each row once per round,
 in order) and every ratio is taken between rows of the same round; the
