@@ -1,8 +1,9 @@
 """Where the service's workers spent their samples, from py-spy's collapsed stacks.
 
 Each sample is charged to the package of its innermost frame (psycopg,
-gunicorn, flask, webhooks, ...). Samples in a wait for the database or for
-a lock are counted apart: under load they measure queueing, not work.
+gunicorn, flask, webhooks, ...). Samples in a wait for the database, a lock
+or the next request are counted apart: under load they measure queueing,
+not work.
 """
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ from pathlib import Path
 from webhooks.ops.load_report import markdown_table
 
 _WAITS = ("Connection.wait", "Condition.wait", "Lock.acquire")
+# Innermost when a thread waits for a request (the executor's queue.get is C
+# code, so its caller is the last Python frame) or the event loop in epoll.
+_IDLE = ("_worker", "EpollSelector.select")
 _FILE = re.compile(r"\(([^:()]+):\d+\)$")
 
 
 def _package(frame: str) -> str:
-    if frame.split(" (")[0] in _WAITS:
+    function = frame.split(" (")[0]
+    if function in _WAITS:
         return "waiting (database answer, pool)"
+    if function in _IDLE:
+        return "waiting for work (thread pool, event loop)"
     match = _FILE.search(frame)
     if not match:
         return "other"

@@ -51,6 +51,8 @@ _WRK_ROWS = {"wrk_service": ("service", False, False), "wrk_service_dup": ("serv
              "seed": ("seed", False, False), "seed_dup": ("seed", True, False),
              "wrk_trivial": ("trivial", False, False)}
 _BIG_ROWS = ("service_big", "wrk_service_big")
+# --profile records the first of these that runs, in its first round.
+_PROFILED_ROWS = ("service", "wrk_service")
 _COMPLETED = {
     "service": "SELECT count(*) FROM webhook_events WHERE status = 'completed'",
     "seed": "SELECT count(*) FROM idempotency_keys WHERE status = 'completed'",
@@ -112,8 +114,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)")
     parser.add_argument("--wrk-cpus", help="taskset CPU list for wrk (default: not pinned)")
     parser.add_argument("--profile", type=Path,
-                        help="record py-spy collapsed stacks of the service's first round here")
+                        help="record py-spy stacks of the service's workers here, over the first round "
+                             "of the service or wrk_service row, whichever runs first")
     args = parser.parse_args(argv)
+    if args.profile and not set(_PROFILED_ROWS) & set(args.rows):
+        parser.error(f"--profile records one of the rows {', '.join(_PROFILED_ROWS)}: none is in --rows")
+    if args.profile and shutil.which("py-spy") is None:
+        parser.error("--profile needs py-spy (pip install py-spy)")
     needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench", "pgbench_paced")}
     for tool, rows in needs.items():
         if set(rows) & set(args.rows) and shutil.which(tool) is None:
@@ -149,9 +156,12 @@ class Bench:
 
     def measure(self, row: str) -> Measure:
         k = self.args.duplicates
+        spy_output = None
+        if row in _PROFILED_ROWS:
+            spy_output, self.profile_pending = self.profile_pending, None
         if row in _WRK_ROWS:
             served, racing, big = _WRK_ROWS[row]
-            return self._wrk(served, k if racing else 1, self.filled if big else self.empty)
+            return self._wrk(served, k if racing else 1, self.filled if big else self.empty, spy_output)
         if row in ("pgbench", "pgbench_paced"):
             # Paced at the rate the service's wrk row reached last (this round's when it ran).
             pace = self.rates.get(("service", 1, self.empty), 1500) if row == "pgbench_paced" else None
@@ -167,9 +177,6 @@ class Bench:
             measure.notes["double fulfilments"] = self._sql(self.empty, apps.DOUBLE_FULFILMENTS)[0][0]
             return measure
         conninfo = self.filled if row == "service_big" else self.empty
-        spy_output = None
-        if row == "service":
-            spy_output, self.profile_pending = self.profile_pending, None
         duplicates = k if row == "service_dup" else 1
         events, measure, result = self._http("wsgi:app", conninfo, duplicates, spy_output)
         checks = audit.audit_events(conninfo, events, result.first_answers)
@@ -195,7 +202,7 @@ class Bench:
         self.rates[key] = result.events_per_s
         return events, _measure(result, meter), result
 
-    def _wrk(self, served: str, duplicates: int, conninfo: str) -> Measure:
+    def _wrk(self, served: str, duplicates: int, conninfo: str, spy_output: Path | None = None) -> Measure:
         """wrk for about --seconds; unique events/s and exactly-once read from the database."""
         conninfo = self.seed if served == "seed" else conninfo
         name = f"bench-{os.getpid()}"
@@ -215,7 +222,7 @@ class Bench:
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(count), duplicates)
             before = self._completed(served, conninfo)
             meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name))
-            with meter:
+            with _py_spy(pid, spy_output), meter:
                 run = wrk.run(url, requests, self.args.concurrency, self.args.seconds, self.args.wrk_cpus)
         attempts = run.requests_per_s * run.seconds
         events = (self._completed(served, conninfo) - before) if served in _COMPLETED else attempts
@@ -403,5 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
     print(render(args, bench.titles(), rounds))
     if args.profile:
+        if not args.profile.is_file() or not args.profile.stat().st_size:
+            print(f"bench: py-spy recorded no stacks in {args.profile} (it needs ptrace: root or CAP_SYS_PTRACE)",
+                  file=sys.stderr)
+            return 1
         print(profile.summary(args.profile))
     return 0

@@ -1,5 +1,7 @@
-"""The benchmark's database ceiling replays what the service really writes."""
-from bench import pgbench
+"""The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
+import pytest
+
+from bench import pgbench, profile, run
 
 
 def test_pgbench_script_repeats_the_services_transactions_for_new_payments(database_url, db):
@@ -19,3 +21,26 @@ def test_pgbench_script_repeats_the_services_transactions_for_new_payments(datab
     assert db.execute(
         "SELECT count(*), count(DISTINCT payment_id) FROM fulfilments"
     ).fetchone() == (payments, payments)
+
+
+def test_profile_counts_threads_waiting_for_work_apart_from_work(tmp_path):
+    stacks = tmp_path / "service.stacks"
+    stacks.write_text(
+        "process 1;_worker (concurrent/futures/thread.py:81) 6\n"
+        "process 1;run (gunicorn/workers/gthread.py:426);EpollSelector.select (selectors.py:468) 2\n"
+        "process 1;execute (psycopg/cursor.py:97);Connection.wait (psycopg/connection.py:495) 1\n"
+        "process 1;serve (webhooks/service/http.py:70);verify (webhooks/service/signature.py:60) 1\n"
+    )
+    assert profile.summary(stacks).splitlines()[2:] == [
+        "| waiting for work (thread pool, event loop)        | 80.0% |",
+        "| waiting (database answer, pool)                   | 10.0% |",
+        "| webhooks                                          | 10.0% |",
+    ]
+
+
+def test_profile_without_a_row_it_records_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit:
+        run.parse_args(["--rows", "seed", "--profile", "/tmp/unused.stacks"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m bench: error: --profile records one of the rows service, wrk_service: none is in --rows")
