@@ -68,6 +68,15 @@ def test_a_port_in_use_is_one_line_and_exit_1(database_url):
     ]
 
 
+@pytest.mark.parametrize("name", ["no-such-event.json", "."])
+def test_replay_of_a_file_that_cannot_be_read_is_one_line_and_exit_1(tmp_path, name):
+    ran = command("replay", str(tmp_path / name), STRIPE_WEBHOOK_SECRET="whsec_test")
+    assert ran.returncode == 1
+    reason = "No such file or directory" if name != "." else "Is a directory"
+    assert ran.stderr.splitlines() == [f"error: {tmp_path / name}: {reason}"]
+    assert ran.stdout == ""
+
+
 def test_the_embedded_database_is_the_same_from_any_working_directory(data_dir, tmp_path):
     from_root = command("db", "url", WEBHOOK_DATA_DIR=data_dir, **without_database_url())
     from_tests = command("db", "url", cwd=ROOT / "tests", WEBHOOK_DATA_DIR=data_dir, **without_database_url())

@@ -26,6 +26,10 @@ def run(func, args) -> int:
         message = f"cannot use the database: {_one_line(exc)}"
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        # A file named on the command line that is missing, a folder or
+        # unreadable: the user's to fix, and its frames would say nothing.
+        message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else _one_line(exc)
     except Exception as exc:
         # A bug, not a mistake: the short traceback goes to the log for a report.
         log.error("command_failed", exc_info=exc)
