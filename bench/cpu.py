@@ -51,7 +51,8 @@ def backends(conninfo: str, application_name: str) -> list[int]:
 def machine_jiffies() -> tuple[int, int]:
     """(idle, all) clock ticks of every core since boot, from /proc/stat."""
     ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait
+    # idle + iowait; of all, the first eight fields: guest time is already in user
+    return ticks[3] + ticks[4], sum(ticks[:8])
 
 
 def idle_share(start: tuple[int, int], end: tuple[int, int]) -> float:

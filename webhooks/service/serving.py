@@ -85,7 +85,6 @@ class BufferingThreadWorker(ThreadWorker):
         leftover = conn.parser.unreader.take_buffered() if conn.parser else b""
         conn.buf = bytearray(leftover)
         conn.read_from = time.monotonic()
-        conn.deadline = conn.read_from + self.read_timeout_s
         conn.continued = False
         if conn.sock.getblocking():
             # Only after a read-ahead: gthread hands keep-alive and new
@@ -147,8 +146,9 @@ class BufferingThreadWorker(ThreadWorker):
     def murder_pending(self):
         super().murder_pending()
         now = time.monotonic()
+        timed_out_from = now - self.read_timeout_s
         # A stopping worker cuts them all: none has a request to finish.
-        for conn in [c for c in self.reading if c.deadline <= now or not self.alive]:
+        for conn in [c for c in self.reading if c.read_from <= timed_out_from or not self.alive]:
             self._cut(conn)
         # Runs once per turn of the event loop, which accepts at most one
         # connection per turn: a slot kept free here keeps it accepting.
