@@ -1,31 +1,39 @@
-"""gunicorn settings for the webhook service (`gunicorn -c gunicorn.conf.py wsgi:app`)."""
+"""gunicorn settings for the webhook service (`gunicorn -c gunicorn.conf.py wsgi:app`).
+
+`python -m webhooks serve` (bin/serve, the Procfile's `web:`) runs gunicorn
+with these settings behind nginx, which buffers every request whole
+(webhooks/service/serving.py): gunicorn then listens on a Unix socket in the
+front's folder. Alone, it listens on HOST:PORT, which is only safe behind a
+router that buffers requests itself (README, "Serving").
+"""
 import multiprocessing
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
+from webhooks.service.config import Settings
+from webhooks.service.serving import GUNICORN_KEEPALIVE_S, socket_path
+
+_settings = Settings.from_env()
+_public = (
+    f"unix:{socket_path(_settings.front_dir)}" if _settings.front_dir
+    else f"{_settings.host}:{_settings.port}"
+)
+# The scraper's own listener: /metrics is served there and nowhere else.
+bind = [_public, f"{_settings.metrics_host}:{_settings.metrics_port}"]
 # Threads, not sync workers: a duplicate waiting on the winner's claim holds
 # a thread and a pooled connection rather than a whole process, and
-# keep-alive saves a TCP connection per delivery. The worker class reads each
-# request whole in its event loop before a thread takes it, so slow clients
-# hold no thread (webhooks/service/serving.py); chosen by measurement, see
-# README "Serving".
+# keep-alive saves a connection per delivery. Stock gthread: the front reads
+# each request whole, so no thread ever waits for a slow client.
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
-worker_class = os.environ.get(
-    "GUNICORN_WORKER_CLASS", "webhooks.service.serving.BufferingThreadWorker"
-)
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
-# Open connections per worker, slow ones included. At the cap the worker cuts
-# the connection that has been sending its request longest rather than stop
-# accepting (webhooks/service/serving.py).
-worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 # One pooled connection per thread, so a thread never waits for another's.
 os.environ.setdefault("WEBHOOK_POOL_MAX_SIZE", str(threads))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = 20
-keepalive = 5
+keepalive = GUNICORN_KEEPALIVE_S
 # Stripe's headers are small; refuse anything that is not a webhook early.
 limit_request_line = 4094
 limit_request_fields = 50

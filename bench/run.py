@@ -191,7 +191,7 @@ class Bench:
             "DATABASE_URL": make_conninfo(conninfo, application_name=name),
             "STRIPE_WEBHOOK_SECRET": SECRET,
         }
-        with servers.gunicorn(app, env, self.workdir / "gunicorn.log") as (url, pid):
+        with servers.gunicorn(app, env, self.workdir / "gunicorn.log") as (url, pid, _front):
             url += "/webhooks/stripe"
             warm = self._deliver(url, samples.payment_stream(WARM_UP_EVENTS), duplicates)
             rate = self.rates.get(key, warm.events_per_s)
@@ -214,7 +214,7 @@ class Bench:
                  "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial")}[served]
         requests = self.workdir / "requests"
         key = (served, duplicates, conninfo)
-        with serve(env, self.workdir / "server.log") as (url, pid):
+        with serve(env, self.workdir / "server.log") as (url, pid, _front):
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(WARM_UP_EVENTS), duplicates)
             wrk.run(url, requests, self.args.concurrency, 1, self.args.wrk_cpus)
             # Enough events that wrk never wraps round to replays within the window.

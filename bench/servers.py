@@ -1,4 +1,8 @@
-"""What a benchmark row runs against: a private schema and a gunicorn (or the seed's Node) process."""
+"""What a benchmark row runs against: a private schema, and gunicorn (alone, or behind nginx as
+`python -m webhooks serve` runs it) or the seed's Node process.
+
+Each server yields (its base URL, the pid whose children are its workers, the front's pids).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +19,12 @@ import psycopg
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from webhooks.ops.serve import Served, nginx_binary
 from webhooks.service import migrate
+from webhooks.service.serving import INSTALL
+from webhooks.service.config import Settings
+
+from .cpu import children as cpu_children
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,10 +54,25 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def gunicorn(app: str, env: dict[str, str], log_path: Path):
-    """The project's gunicorn.conf.py serving `app`; yields its base URL once it answers."""
+    """The project's gunicorn.conf.py serving `app` alone, once it answers."""
     command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", app]
     with _served(command, ROOT, env, log_path) as served:
         yield served
+
+
+@contextlib.contextmanager
+def front(env: dict[str, str], log_path: Path):
+    """The service as `python -m webhooks serve` runs it, nginx in front of gunicorn, once it answers."""
+    port = free_port()
+    env = {**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(port), "METRICS_PORT": str(free_port())}
+    url = f"http://127.0.0.1:{port}"
+    nginx = nginx_binary(Settings.from_env(env))
+    if nginx is None:
+        raise SystemExit(f"bench: nginx is not installed ({INSTALL})")
+    with open(log_path, "w") as log, Served(env, nginx, log) as served:
+        _wait_healthy(served.process("gunicorn"), url, log_path)
+        front = served.process("nginx").pid
+        yield url, served.process("gunicorn").pid, [front, *cpu_children(front)]
 
 
 SEED = ROOT / "bench" / "peers" / "seed"
@@ -92,7 +116,7 @@ def _served(command: list[str], cwd: Path, env: dict[str, str], log_path: Path):
         try:
             url = f"http://127.0.0.1:{port}"
             _wait_healthy(proc, url, log_path)
-            yield url, proc.pid
+            yield url, proc.pid, []
         finally:
             proc.terminate()
             proc.wait(timeout=30)

@@ -9,7 +9,8 @@ fresh connection each and timed. Reported: the deliveries' latencies, how
 long the server took to cut each slow connection, and how it cut them.
 
 `python -m bench.slow_clients --seconds 60` runs the full version against a
-private schema served by gunicorn.conf.py's defaults.
+private schema served as `python -m webhooks serve` serves it: nginx in front
+of gunicorn.conf.py's defaults.
 """
 from __future__ import annotations
 
@@ -148,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     log_path = Path("/tmp") / f"slow-clients-{time.time_ns()}.log"
     with servers.private_schema(args.database) as db_url:
         env = {"DATABASE_URL": db_url, "STRIPE_WEBHOOK_SECRET": secret}
-        with servers.gunicorn("wsgi:app", env, log_path) as (url, _pid):
+        with servers.front(env, log_path) as (url, _pid, _front):
             report = run(url, secret, args.seconds, args.trickle, args.silent, args.idle)
     log = log_path.read_text()
     print(report.summary())
-    print(f"gunicorn log: {log_path}; worker timeouts/kills: "
+    print(f"served log: {log_path}; worker timeouts/kills: "
           f"{log.count('WORKER TIMEOUT') + log.count('SIGKILL')}, error lines: {log.count('[ERROR]')}")
     return 0 if report.p99_ms() <= 1000 else 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -157,25 +156,30 @@ def _free_port() -> int:
 
 
 class Gunicorn:
-    def __init__(self, env: dict[str, str], open_files: int | None = None):
+    """gunicorn.conf.py serving the app on free loopback ports: alone, as on a
+    platform whose router buffers requests, or `command` (`python -m webhooks
+    serve`, bin/serve) with nginx in front of it."""
+
+    def __init__(self, env: dict[str, str], command: list[str] | None = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.metrics_port = _free_port()
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+            [*command, "--port", str(self.port)] if command
+            else [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
             cwd=ROOT,
-            env={**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(self.port)},
-            # A soft and hard open-file limit, as a service manager would set.
-            preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files)))
-            if open_files else None,
+            env={**os.environ, "HOST": "127.0.0.1", **env, "PORT": str(self.port),
+                 "METRICS_PORT": str(self.metrics_port)},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 60.0) -> None:
         """Until /readyz answers and every worker has loaded the app.
 
         One ready worker is not enough: a race test against a single booted
@@ -199,7 +203,7 @@ class Gunicorn:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=60)
         self.log.close()
 
 
@@ -207,8 +211,39 @@ class Gunicorn:
 def gunicorn(database_url: str):
     servers = []
 
-    def start(open_files: int | None = None, **extra) -> Gunicorn:
-        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}), open_files)
+    def start(**extra) -> Gunicorn:
+        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+SERVE = [sys.executable, "-m", "webhooks", "serve"]
+
+
+def require_front() -> None:
+    """Skip (fail under WEBHOOKS_REQUIRE_FRONT, as in CI) where nginx is not installed."""
+    from webhooks.ops.serve import nginx_binary
+    from webhooks.service.serving import INSTALL
+
+    if nginx_binary(Settings.from_env()) is None:
+        message = f"nginx not found: {INSTALL} (.ci/run does) to test the service through its front"
+        if os.environ.get("WEBHOOKS_REQUIRE_FRONT"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def front(database_url: str):
+    """`python -m webhooks serve` (or `command`): nginx in front of gunicorn, on free ports."""
+    require_front()
+    servers = []
+
+    def start(command: list[str] = SERVE, **extra) -> Gunicorn:
+        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 2, **extra}), command)
         servers.append(server)
         return server
 

@@ -1,6 +1,6 @@
 """The reliability suite's measured figures, and the command that publishes them.
 
-    python -m tests.reliability           # run the fault, hostile-input and security tests, render the doc
+    python -m tests.reliability           # run the fault, serving, hostile-input and security tests, render the doc
     python -m tests.reliability --full    # the same with full-size loads (minutes, not seconds)
     python -m tests.reliability --render  # render from the last run's results (e.g. ./bin/test's)
 
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
 DEFAULT_RESULTS = ROOT / ".data" / "reliability-results.jsonl"
-MODULES = ("tests/test_faults.py", "tests/test_serving.py", "tests/test_hostile_input.py",
-           "tests/test_security.py")
+MODULES = ("tests/test_faults.py", "tests/test_serving.py", "tests/test_front.py",
+           "tests/test_hostile_input.py", "tests/test_security.py")
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 FULL = os.environ.get("RELIABILITY_FULL") == "1"
 

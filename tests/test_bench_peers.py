@@ -16,7 +16,7 @@ def test_seed_handler_fulfils_each_payment_once_and_replays_duplicates(server_ur
     with servers.private_schema(server_url, migrated=False) as conninfo:
         servers.seed_schema(conninfo)
         env = {"DATABASE_URL": servers.libpq_url(conninfo), "STRIPE_WEBHOOK_SECRET": SECRET}
-        with servers.seed(env, tmp_path / "seed.log") as (url, _pid):
+        with servers.seed(env, tmp_path / "seed.log") as (url, _pid, _front):
             checkout, intent, charge = samples.payment_events()
             barrier = threading.Barrier(8)
 

@@ -12,6 +12,7 @@ from packaging.requirements import Requirement
 from tests.conftest import ROOT
 
 BROWSER_TEST = "tests/test_admin.py::test_headless_chromium_renders_the_page_within_1280_px"
+FRONT_TEST = "tests/test_front.py::test_an_endless_request_head_is_refused_at_once"
 
 
 def normalised(name: str) -> str:
@@ -90,6 +91,18 @@ def test_ci_requires_the_browser_so_its_absence_fails_there(tmp_path):
     )
     assert ran.returncode == 1 and "Failed: chromium not found" in ran.stdout
     assert "WEBHOOKS_REQUIRE_BROWSER=1" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_without_nginx_the_front_tests_are_skipped_visibly_and_ci_fails_them():
+    env = {**os.environ, "WEBHOOK_NGINX": "no-such-nginx"}
+    env.pop("WEBHOOKS_REQUIRE_FRONT", None)
+    pytest_run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", FRONT_TEST]
+    skipped = subprocess.run(pytest_run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert skipped.returncode == 0 and re.search(r"SKIPPED \[1\] .*nginx not found", skipped.stdout)
+    required = subprocess.run(pytest_run, cwd=ROOT, env={**env, "WEBHOOKS_REQUIRE_FRONT": "1"},
+                              capture_output=True, text=True, timeout=300)
+    assert required.returncode == 1 and "Failed: nginx not found" in required.stdout
+    assert "WEBHOOKS_REQUIRE_FRONT=1" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_the_readme_links_only_to_files_in_the_repository():

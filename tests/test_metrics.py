@@ -1,4 +1,4 @@
-"""`GET /metrics`: counts through the app, and summed over gunicorn's worker processes."""
+"""`GET /metrics`: counts through the app, summed over gunicorn's worker processes, on the scraper's listener only."""
 import os
 import signal
 import threading
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+from werkzeug.test import Client
 
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import wait_until
@@ -23,6 +24,11 @@ def scrape(text: str) -> dict[tuple, float]:
     }
 
 
+def get_metrics(client):
+    """GET /metrics as the scraper's listener serves it (the public one has no /metrics)."""
+    return Client(client.application.extensions["webhooks.metrics"].wsgi).get("/metrics")
+
+
 def value(samples_: dict, name: str, **labels) -> float:
     """The sum over the samples of `name` whose labels include `labels` (others unnamed: any)."""
     wanted = set(labels.items())
@@ -36,7 +42,7 @@ def test_deliveries_are_counted_by_outcome_status_and_conflict(client):
     post_event(client, checkout)  # same payment: already fulfilled
     client.post("/webhooks/stripe", data=b"{}", headers={"Stripe-Signature": "t=1,v1=00"})
 
-    response = client.get("/metrics")
+    response = get_metrics(client)
     assert response.status_code == 200
     assert response.mimetype == "text/plain"
     got = scrape(response.get_data(as_text=True))
@@ -63,7 +69,7 @@ def test_a_duplicate_of_an_event_in_flight_counts_as_a_conflict(client):
     time.sleep(0.3)
     assert post_event(client, slow).status_code == 409
     first.join()
-    got = scrape(client.get("/metrics").get_data(as_text=True))
+    got = scrape(get_metrics(client).get_data(as_text=True))
     assert value(got, "webhook_claim_conflicts_total", kind="event_in_flight") == 1
     assert value(got, "webhook_deliveries_total", outcome="in_progress", status="409") == 1
 
@@ -71,7 +77,7 @@ def test_a_duplicate_of_an_event_in_flight_counts_as_a_conflict(client):
 def test_the_outbox_age_grows_while_a_job_waits(client, db):
     post_event(client, samples.payment_events()[1])
     db.execute("UPDATE pgqueuer SET created = now() - interval '90 seconds'")
-    got = scrape(client.get("/metrics").get_data(as_text=True))
+    got = scrape(get_metrics(client).get_data(as_text=True))
     assert value(got, "webhook_outbox_oldest_age_seconds", status="queued") >= 90
 
 
@@ -91,7 +97,7 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
     assert len(writers) > 1, "all deliveries went to one worker: nothing to sum"
 
     def fulfilled() -> float:
-        page = requests.get(server.url + "/metrics", timeout=10).text
+        page = requests.get(server.metrics_url, timeout=10).text
         return value(scrape(page), "webhook_deliveries_total", outcome="fulfilled", status="200")
 
     assert [fulfilled() for _ in range(8)] == [deliveries] * 8
@@ -111,8 +117,19 @@ def test_deliveries_are_counted_per_provider(client):
     STANDARD.post(client, body, outgoing)
     STANDARD.post(client, body, outgoing)
     post_event(client, samples.payment_events()[1])
-    got = scrape(client.get("/metrics").get_data(as_text=True))
+    got = scrape(get_metrics(client).get_data(as_text=True))
     assert value(got, "webhook_deliveries_total", provider="standard", outcome="ignored", status="200") == 1
     assert value(got, "webhook_deliveries_total", provider="standard", outcome="replayed", status="200") == 1
     assert value(got, "webhook_deliveries_total", provider="stripe", outcome="fulfilled", status="200") == 1
     assert value(got, "webhook_deliveries_total", provider="standard") == 2
+
+
+def test_metrics_are_served_on_the_scrapers_listener_and_not_the_public_one(gunicorn):
+    server = gunicorn(WEB_CONCURRENCY=1)
+    public = requests.get(server.url + "/metrics", timeout=10)
+    scraped = requests.get(server.metrics_url, timeout=10)
+    other = requests.get(server.metrics_url.replace("/metrics", "/healthz"), timeout=10)
+    assert public.status_code == 404 and "webhook_" not in public.text
+    assert scraped.status_code == 200 and "webhook_outbox_jobs" in scraped.text
+    # The scraper's listener serves nothing else.
+    assert other.status_code == 404

@@ -103,7 +103,8 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
         [str(ROOT / "bin" / "serve"), "--port", str(port)],
         cwd=ROOT, stdout=log, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "DATABASE_URL": "", "WEBHOOK_DATA_DIR": data_dir, "HOST": "127.0.0.1",
-             "WEB_CONCURRENCY": "1", "STRIPE_WEBHOOK_SECRET": conftest.SECRET},
+             "METRICS_PORT": str(conftest._free_port()), "WEB_CONCURRENCY": "1",
+             "STRIPE_WEBHOOK_SECRET": conftest.SECRET},
     )
     try:
         wait_until(lambda: _ready(port), 60, "serve to answer /readyz")

@@ -52,12 +52,29 @@ class Settings:
     shopify_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
     github_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
     standard_webhooks_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The public address: the front (nginx) listens there, or gunicorn alone
+    # where a platform's router already buffers requests.
+    host: str = "0.0.0.0"
     port: int = 8000
+    # /metrics has a listener of its own, for the scraper; the public one has no /metrics.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+    # Set by `serve` for gunicorn behind the front: the folder holding the
+    # Unix socket gunicorn listens on and the front's log of the requests it
+    # refused (counted in /metrics). Unset, gunicorn listens on host:port.
+    front_dir: str | None = None
+    # Connections the front holds open in all, and per client address once
+    # its request head is in (nginx's limit_conn).
+    front_connections: int = 4096
+    front_connections_per_client: int = 512
+    # The front's binary: a name looked up on PATH (and in /usr/sbin), or a path.
+    nginx: str = "nginx"
     # Stripe's own default; a delivery signed longer ago than this is a replay.
     signature_tolerance_s: int = 300
     max_body_bytes: int = 512 * 1024
-    # A request (headers and body) not fully received this long after its
-    # first byte, or after the connection opened, is answered 408 and closed.
+    # The front closes a connection whose request head is not in this long
+    # after it opened, whose body stalls this long between two reads, or
+    # whose client stops reading its answer this long.
     request_read_timeout_s: float = 10.0
     # How long a duplicate waits for an in-flight claim before answering 409.
     lock_timeout_ms: int = 1000
@@ -140,7 +157,14 @@ _FROM_ENV = {
     "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
     "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
     "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
+    "host": ("HOST", str),
     "port": ("PORT", int),
+    "metrics_host": ("METRICS_HOST", str),
+    "metrics_port": ("METRICS_PORT", int),
+    "front_dir": ("WEBHOOK_FRONT_DIR", str),
+    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", int),
+    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", int),
+    "nginx": ("WEBHOOK_NGINX", str),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
     "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", float),

@@ -116,8 +116,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         # whole service out of a load balancer.
         return _json_response(200, ingest.json_body(status="ready", providers=providers.enabled(settings)))
 
-    observe = metrics.install(app, pool)
     app.wsgi_app = WebhookRoute(app, serve)
+    observe = metrics.install(app, pool, settings.metrics_port, settings.front_dir)
     startup.announce(settings)
     log.info("app_ready", pid=os.getpid())
     return app

@@ -1,18 +1,26 @@
-"""`GET /metrics` in Prometheus text format (prometheus-client).
+"""`GET /metrics` in Prometheus text format (prometheus-client), on the scraper's own listener.
+
+/metrics shows business counts and the outbox backlog, and a scrape costs a
+database query, so it is not on the public listener: gunicorn also listens
+on METRICS_HOST:METRICS_PORT (gunicorn.conf.py), and a request is served
+/metrics only when it came in there, which a client cannot fake.
 
 Under gunicorn every worker is its own process with its own counters; with
 PROMETHEUS_MULTIPROC_DIR set (gunicorn.conf.py always sets it) each writes
 them to files there and a scrape, whichever worker answers it, sums them.
-Outbox depth and age are read from the database at scrape time, so they
-are the same whichever process is asked.
+Outbox depth and age are read from the database at scrape time, and the
+front's refusals from its log, so they are the same whichever process is asked.
 """
 from __future__ import annotations
 
+import collections
 import os
+import socket
 import threading
+from pathlib import Path
 
 import structlog
-from flask import Flask, Response
+from flask import Flask
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -22,9 +30,9 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import db, outbox
+from . import db, outbox, serving
 
 log = structlog.get_logger(__name__)
 
@@ -79,8 +87,53 @@ class OutboxCollector:
         yield age
 
 
+class FrontRefusals:
+    """Requests the app never saw, refused by the front or gunicorn's parser, by status and reason.
+
+    The front writes one line per such request, its status, to its log
+    (webhooks/service/serving.py). Each process reads on from where it
+    stopped last and keeps the totals, so a scrape counts them all whichever
+    worker answers it. Counting lines in a file is all it takes: no second
+    copy of the front's parsing, nothing shared between the workers.
+    """
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._offset = 0
+        self._counts = collections.Counter({str(status): 0 for status in serving.REFUSALS})
+        self._lock = threading.Lock()
+
+    def collect(self):
+        family = CounterMetricFamily(
+            "webhook_front_refusals",
+            "Requests answered before the app saw them (by the front or gunicorn's parser), "
+            "by status and reason",
+            labels=["status", "reason"],
+        )
+        with self._lock:
+            self._read_on()
+            for status, count in sorted(self._counts.items()):
+                family.add_metric([status, serving.REFUSALS.get(int(status), "other")], count)
+        yield family
+
+    def _read_on(self) -> None:
+        try:
+            with open(self._path, "rb") as log_file:
+                while True:
+                    log_file.seek(self._offset)
+                    chunk = log_file.read(1 << 20)
+                    # A line the front is still writing is counted next time.
+                    whole = chunk[: chunk.rfind(b"\n") + 1]
+                    if not whole:
+                        return
+                    self._counts.update(whole.decode("ascii", "replace").split())
+                    self._offset += len(whole)
+        except FileNotFoundError:
+            pass  # the front has not opened it yet
+
+
 class Metrics:
-    def __init__(self, pool):
+    def __init__(self, pool, front_log: Path | None = None):
         self._pool = pool
         self.registry = CollectorRegistry()
         self.deliveries = Counter(
@@ -121,6 +174,9 @@ class Metrics:
         self.registry.register(SCOPE_CONFLICTS)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
+        self.front = FrontRefusals(front_log) if front_log else None
+        if self.front:
+            self.registry.register(self.front)
 
     def delivery(
         self, provider: str, outcome: str | None, status: int, replayed: bool, seconds: float
@@ -155,16 +211,38 @@ class Metrics:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         registry.register(self.outbox)
+        if self.front:
+            registry.register(self.front)
         return generate_latest(registry)
 
+    def wsgi(self, environ, start_response):
+        """The scraper's listener: `GET /metrics`, and nothing else."""
+        if environ.get("PATH_INFO") != "/metrics" or environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            body, status, content_type = b'{"error":"not_found"}', "404 NOT FOUND", "application/json"
+        else:
+            self.observe_pool()
+            body, status, content_type = self.exposition(), "200 OK", CONTENT_TYPE_LATEST
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+        return [body]
 
-def install(app: Flask, pool) -> Metrics:
-    """`GET /metrics` on `app`; webhook deliveries are reported to the returned Metrics."""
-    metrics = Metrics(pool)
 
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        metrics.observe_pool()
-        return Response(metrics.exposition(), mimetype=CONTENT_TYPE_LATEST)
+class ByListener:
+    """Each request to the app of the listener it came in on: the scraper's port is served /metrics alone."""
 
+    def __init__(self, public, metrics: Metrics, metrics_port: int):
+        self._public, self._metrics, self._metrics_port = public, metrics, metrics_port
+
+    def __call__(self, environ, start_response):
+        sock = environ.get("gunicorn.socket")
+        if (sock is not None and sock.family != socket.AF_UNIX
+                and sock.getsockname()[1] == self._metrics_port):
+            return self._metrics.wsgi(environ, start_response)
+        return self._public(environ, start_response)
+
+
+def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
+    """/metrics for `app` on the scraper's listener; webhook deliveries are reported to the returned Metrics."""
+    metrics = Metrics(pool, serving.refused_log(front_dir) if front_dir else None)
+    app.extensions["webhooks.metrics"] = metrics
+    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port)
     return metrics

@@ -1,0 +1,69 @@
+"""What the tests of the served stack send and time: signed deliveries, /healthz, the front's refusals."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import requests
+
+from bench import framing
+from tests.conftest import signed_headers
+from tests.test_metrics import scrape
+from webhooks.ops import samples
+
+_MISLEADING = ("Traceback", '"exception"', "WORKER TIMEOUT", "SIGKILL", "front_error")
+
+
+def address(server) -> tuple[str, int]:
+    return "127.0.0.1", server.port
+
+
+def signed_delivery() -> tuple[str, bytes, dict]:
+    """A new payment's event: (its id, its body, its signed headers)."""
+    evt = samples.payment_events()[1]
+    body = samples.encode(evt)
+    return evt["id"], body, signed_headers(body)
+
+
+def deliver(server) -> float:
+    """Seconds a new signed delivery took to be answered 200 for its own event."""
+    event_id, body, headers = signed_delivery()
+    started = time.monotonic()
+    answer = requests.post(server.url + "/webhooks/stripe", data=body, headers=headers, timeout=10)
+    assert answer.status_code == 200 and answer.json()["event_id"] == event_id, answer.text
+    return time.monotonic() - started
+
+
+def healthz(server) -> float:
+    started = time.monotonic()
+    assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
+    return time.monotonic() - started
+
+
+def served_meanwhile(server, rounds: int = 5) -> tuple[float, float]:
+    """The slowest of `rounds` signed deliveries and of as many /healthz: (delivery s, healthz s)."""
+    return max(deliver(server) for _ in range(rounds)), max(healthz(server) for _ in range(rounds))
+
+
+def refusals(server) -> Counter:
+    page = scrape(requests.get(server.metrics_url, timeout=10).text)
+    return Counter({
+        dict(labels)["status"]: count for (name, labels), count in page.items()
+        if name == "webhook_front_refusals_total"
+    })
+
+
+def until_cut(held: framing.Held, within_s: float) -> float:
+    """Seconds until the front had closed or reset every held connection."""
+    started = time.monotonic()
+    while "open" in held.poll():
+        assert time.monotonic() - started < within_s, Counter(held.poll())
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def assert_quiet(server) -> None:
+    """Nothing in the served stack's log that would send an operator looking for a bug."""
+    log = server.output()
+    for misleading in _MISLEADING:
+        assert misleading not in log
