@@ -66,12 +66,12 @@ def own_seconds() -> float:
 
 
 class Meter:
-    """CPU used during a block by web workers, their backends and this process,
-    and the share of the machine left idle (a row bound by one thread leaves
-    cores idle; a row bound by the machine's CPU leaves none)."""
+    """CPU used during a block by web workers, their backends, the front (nginx)
+    and this process, and the share of the machine left idle (a row bound by
+    one thread leaves cores idle; a row bound by the machine's CPU leaves none)."""
 
-    def __init__(self, workers: list[int], backend_pids: list[int]):
-        self.workers, self.backend_pids = workers, backend_pids
+    def __init__(self, workers: list[int], backend_pids: list[int], front: list[int] = ()):
+        self.workers, self.backend_pids, self.front = workers, backend_pids, list(front)
         self.used: dict[str, float] = {}
         self.idle = float("nan")
 
@@ -87,5 +87,6 @@ class Meter:
         return {
             "workers": seconds(self.workers),
             "postgres": seconds(self.backend_pids) if self.backend_pids else float("nan"),
+            "front": seconds(self.front) if self.front else float("nan"),
             "client": own_seconds(),
         }

@@ -1,8 +1,9 @@
 """`python -m bench`: the service against its ceilings, in one run, as a markdown table of ratios.
 
 Every HTTP row is served by the project's gunicorn.conf.py (same workers,
-same worker class) and driven by the loadtest client at the same
-concurrency; the database ceiling is pgbench at that many clients. Rows:
+same worker class) and driven by the loadtest client (or wrk) at the same
+concurrency; gunicorn alone, except one row where nginx is in front of it,
+as `python -m webhooks serve` runs it; the database ceiling is pgbench at that many clients. Rows:
 the service with each event delivered once and K times, a trivial Flask
 endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
 (database ceiling), and paced at the service's rate,
@@ -35,6 +36,9 @@ from psycopg.conninfo import make_conninfo
 
 from webhooks.ops import audit, loadtest, samples
 from webhooks.ops.load_report import markdown_table, percentile
+from webhooks.ops.serve import nginx_binary
+from webhooks.service.config import Settings
+from webhooks.service.serving import INSTALL
 
 from . import apps, cpu, pgbench, profile, servers, wrk
 
@@ -42,11 +46,12 @@ SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
 WARM_UP_EVENTS = 300
 ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big",
-        "wrk_service", "pgbench_paced", "wrk_service_big", "wrk_service_dup", "seed", "seed_dup",
+        "wrk_service", "wrk_service_front", "pgbench_paced", "wrk_service_big", "wrk_service_dup", "seed", "seed_dup",
         "wrk_trivial")
 # Rows driven by wrk: (what serves, K > 1, on the pre-filled ledger); the seed
 # rows serve the article's Node handler.
 _WRK_ROWS = {"wrk_service": ("service", False, False), "wrk_service_dup": ("service", True, False),
+             "wrk_service_front": ("front", False, False),
              "wrk_service_big": ("service", False, True),
              "seed": ("seed", False, False), "seed_dup": ("seed", True, False),
              "wrk_trivial": ("trivial", False, False)}
@@ -55,6 +60,7 @@ _BIG_ROWS = ("service_big", "wrk_service_big")
 _PROFILED_ROWS = ("service", "wrk_service")
 _COMPLETED = {
     "service": "SELECT count(*) FROM webhook_events WHERE status = 'completed'",
+    "front": "SELECT count(*) FROM webhook_events WHERE status = 'completed'",
     "seed": "SELECT count(*) FROM idempotency_keys WHERE status = 'completed'",
 }
 _DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
@@ -122,6 +128,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.profile and shutil.which("py-spy") is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
     needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench", "pgbench_paced")}
+    if "wrk_service_front" in args.rows and nginx_binary(Settings.from_env()) is None:
+        parser.error(f"the wrk_service_front row needs nginx ({INSTALL})")
     for tool, rows in needs.items():
         if set(rows) & set(args.rows) and shutil.which(tool) is None:
             parser.error(f"{tool} is not installed (Debian: apt-get install "
@@ -147,6 +155,7 @@ class Bench:
             "naive": f"naive check-then-insert, no unique index, K={k}",
             "service_big": f"service, K=1, ledger pre-filled with {self.args.ledger_rows:,} rows",
             "wrk_service": "service, K=1, wrk",
+            "wrk_service_front": "service through its front (nginx, as `serve` runs it), K=1, wrk",
             "wrk_service_big": f"service, K=1, wrk, ledger pre-filled with {self.args.ledger_rows:,} rows",
             "wrk_service_dup": f"service, K={k} duplicates racing, wrk",
             "seed": "seed article's handler (Node: express + pg + stripe), K=1, wrk",
@@ -211,17 +220,18 @@ class Bench:
                "STRIPE_WEBHOOK_SECRET": SECRET}
         serve = {"seed": servers.seed,
                  "service": functools.partial(servers.gunicorn, "wsgi:app"),
+                 "front": servers.front,
                  "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial")}[served]
         requests = self.workdir / "requests"
         key = (served, duplicates, conninfo)
-        with serve(env, self.workdir / "server.log") as (url, pid, _front):
+        with serve(env, self.workdir / "server.log") as (url, pid, front):
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(WARM_UP_EVENTS), duplicates)
             wrk.run(url, requests, self.args.concurrency, 1, self.args.wrk_cpus)
             # Enough events that wrk never wraps round to replays within the window.
             count = int(self.rates.get(key, 1500) * self.args.seconds * 1.5) + WARM_UP_EVENTS
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(count), duplicates)
             before = self._completed(served, conninfo)
-            meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name))
+            meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name), front)
             with _py_spy(pid, spy_output), meter:
                 run = wrk.run(url, requests, self.args.concurrency, self.args.seconds, self.args.wrk_cpus)
         attempts = run.requests_per_s * run.seconds
@@ -303,6 +313,7 @@ def _ratio_specs(args: argparse.Namespace):
         ("**service / seed article's handler, K=1 (wrk)** (target >= 1.0)", "wrk_service", ("seed",), min),
         (f"**service / seed article's handler, K={k} (wrk)** (target >= 1.0)", "wrk_service_dup",
          ("seed_dup",), min),
+        ("service through its front / direct, K=1 (wrk)", "wrk_service_front", ("wrk_service",), min),
         ("service / combined ceiling 1 / (1/HTTP + 1/DB), wrk (target >= 0.8)", "wrk_service",
          ("wrk_trivial", "pgbench"), _combined),
         # The same yardstick held to the peer: how far the ceilings are from
@@ -330,6 +341,12 @@ def _cpu_over_floor(measures: dict[str, Measure], row: str, database: str) -> fl
     return (served["workers"] + served["postgres"]) / floor
 
 
+def _cpu_through_front(measures: dict[str, Measure]) -> float:
+    """CPU per delivery through the front (web + front + postgres) over direct (web + postgres), in one round."""
+    front, direct = measures["wrk_service_front"].cpu_us, measures["wrk_service"].cpu_us
+    return (front["workers"] + front["front"] + front["postgres"]) / (direct["workers"] + direct["postgres"])
+
+
 def _median_cpu(measures: list[Measure], part: str) -> str:
     values = [m.cpu_us[part] for m in measures if not math.isnan(m.cpu_us.get(part, math.nan))]
     return f"{statistics.median(values):.0f}" if values else "-"
@@ -351,7 +368,7 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
             f"{statistics.median(m.deliveries_per_s for m in measures):.0f}",
             f"{statistics.median(m.p99_ms for m in measures):.1f}",
             " / ".join(f"{m.events_per_s:.0f}" for m in measures),
-            *(_median_cpu(measures, part) for part in ("workers", "postgres", "client")),
+            *(_median_cpu(measures, part) for part in ("workers", "front", "postgres", "client")),
             f"{100 * statistics.median(m.idle for m in measures):.0f}",
             ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
         ])
@@ -363,16 +380,19 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
     for label, row, database in _FLOOR_SPECS:
         if all(r in rows for r in (row, "wrk_trivial", database)):
             ratios.append(_ratio_row(label, [_cpu_over_floor(r, row, database) for r in rounds]))
+    if {"wrk_service_front", "wrk_service"} <= set(rows):
+        ratios.append(_ratio_row("CPU per delivery through its front (web + front + postgres) / direct "
+                                 "(web + postgres), K=1, wrk", [_cpu_through_front(r) for r in rounds]))
     overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
         f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
-        + (f" with {', '.join(overrides)}" if overrides else " (buffering gthread worker, workers = cores, 8 threads each, keep-alive)")
+        + (f" with {', '.join(overrides)}" if overrides else " (gthread, workers = cores, 8 threads each, keep-alive)")
         + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
         f"about {args.seconds} s per row; medians over rounds"
     )
     return "\n\n".join([
         markdown_table(["row", "unique events/s", "deliveries/s", "p99 ms", "per round",
-                        "CPU µs/attempt: web workers", "postgres", "load generator", "machine idle %",
+                        "CPU µs/attempt: web workers", "front", "postgres", "load generator", "machine idle %",
                         "totals"], table),
         markdown_table(["ratio (same round)", "median", "per round"], ratios),
         setup,
