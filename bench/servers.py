@@ -70,7 +70,7 @@ def front(env: dict[str, str], log_path: Path):
     if nginx is None:
         raise SystemExit(f"bench: nginx is not installed ({INSTALL})")
     with open(log_path, "w") as log, Served(env, nginx, log) as served:
-        _wait_healthy(served.process("gunicorn"), url, log_path)
+        wait_healthy(served.process("gunicorn"), url, log_path)
         front = served.process("nginx").pid
         yield url, served.process("gunicorn").pid, [front, *cpu_children(front)]
 
@@ -115,14 +115,14 @@ def _served(command: list[str], cwd: Path, env: dict[str, str], log_path: Path):
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_healthy(proc, url, log_path)
+            wait_healthy(proc, url, log_path)
             yield url, proc.pid, []
         finally:
             proc.terminate()
             proc.wait(timeout=30)
 
 
-def _wait_healthy(proc: subprocess.Popen, url: str, log_path: Path, timeout: float = 60.0) -> None:
+def wait_healthy(proc: subprocess.Popen, url: str, log_path: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
