@@ -99,6 +99,10 @@ class Served:
         self._until(lambda: serving.socket_path(self.front_dir).exists(), gunicorn,
                     "gunicorn exited before it listened (its log is above)")
         settings = Settings.from_env(self.env)
+        fitted = serving.fitted_connections(settings.front_connections)
+        if fitted < settings.front_connections:
+            log.warning("front_connections_lowered", connections=fitted, wanted=settings.front_connections,
+                        reason="the open-file limit holds two descriptors per connection")
         config = self.front_dir / serving.CONFIG
         config.write_text(serving.nginx_config(settings, self.front_dir))
         front = self._spawn("nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)],
