@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -66,6 +67,16 @@ def migrated_schema(server_url: str, directory: Path = migrate.MIGRATIONS_DIR):
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextlib.contextmanager
+def migrated_before(server_url: str, version: str, folder: Path):
+    """A migrated_schema with only the migrations older than `version` (copied into `folder`)."""
+    for path in migrate.available():
+        if path.stem < version:
+            shutil.copy(path, folder / path.name)
+    with migrated_schema(server_url, folder) as url:
+        yield url
 
 
 @pytest.fixture
