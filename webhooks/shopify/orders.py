@@ -20,6 +20,7 @@ import psycopg
 from psycopg.rows import class_row
 
 from ..service import outbox
+from ..service.db import storable
 from ..service.events import Event, InvalidEvent
 from ..service.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
 from ..service.providers.shopify import SHOPIFY as PROVIDER
@@ -92,7 +93,7 @@ def customer_id(order: dict) -> int | None:
 def note(conn: psycopg.Connection, event: Event, order_id: int, order: dict | None = None) -> Order:
     """Lock the order's row (creating it) and add what `order`, if given, says of it."""
     order = order or {}
-    name = order.get("name") if isinstance(order.get("name"), str) else None
+    name = storable(order.get("name")) if isinstance(order.get("name"), str) else None
     params = dict(shop=event.account, order_id=order_id, name=name, customer_id=customer_id(order))
     with conn.cursor(row_factory=class_row(Order)) as cur:
         return cur.execute(_NOTE, params).fetchone()
