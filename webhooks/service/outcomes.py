@@ -28,6 +28,9 @@ REFUNDED = "refunded"  # the payment is refunded in full
 PARTIALLY_REFUNDED = "partially_refunded"
 REFUND_PENDING = "refund_pending"
 REFUND_FAILED = "refund_failed"  # failed or canceled: no longer counted
+# Before basil, what a partial capture or a cancellation released uncaptured
+# came as a Refund: no money went back.
+AUTHORIZATION_RELEASED = "authorization_released"
 
 # Disputes (disputes.py).
 DISPUTE_OPEN = "dispute_open"
