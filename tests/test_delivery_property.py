@@ -42,6 +42,7 @@ payment_shapes = st.builds(
     failed_first=st.booleans(),
     refunds=st.sampled_from([(), (1000,), (3000,), (1000, 3000)]),
     disputed=st.booleans(),
+    fraud_warned=st.booleans(),
 )
 
 
@@ -118,10 +119,20 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
     assert decisions(twin.db, account) == {p: "fulfilled" for p in payment_ids}
     decided = decisions(db, account)
     assert sorted(decided) == sorted(payment_ids)
-    # Only a full refund (3000 of 3000) or a dispute can arrive before the success.
-    can_hold = {p for p, shape in zip(payment_ids, shapes) if shape.disputed or 3000 in shape.refunds}
+    # Only a full refund (3000 of 3000), a dispute or an early fraud warning
+    # can arrive before the success.
+    can_hold = {p for p, shape in zip(payment_ids, shapes)
+                if shape.disputed or shape.fraud_warned or 3000 in shape.refunds}
     assert {p for p, d in decided.items() if d == "held"} <= can_hold
     assert set(decided.values()) <= {"fulfilled", "held"}
+    # A warning that did not hold its order came after it shipped: the shop is
+    # told, once; one that held it (or came after a hold) tells nothing more.
+    keys = [key for _, key in jobs(db)]
+    for payment_id, shape, story in zip(payment_ids, shapes, stories):
+        if shape.fraud_warned:
+            warning = dict(story)["fraud_warning"]["data"]["object"]["id"]
+            told = keys.count(f"payment.fraud_warning:{warning}")
+            assert told == (decided[payment_id] == "fulfilled")
     completed = db.execute(
         "SELECT count(*) FROM webhook_events WHERE account = %s AND status = 'completed'", [account]
     ).fetchone()[0]

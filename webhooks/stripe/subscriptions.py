@@ -16,7 +16,7 @@ from datetime import datetime
 import psycopg
 
 from ..service import outbox
-from ..service.events import Event, InvalidEvent, require_created, require_id, timestamp
+from ..service.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
 from ..service.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
 from ..service.registry import handles
 from . import access
@@ -44,11 +44,6 @@ WHERE s.subscription_id = %(subscription_id)s AND s.revoked_at IS NULL
   AND (%(final)s OR s.status_at IS NULL OR (%(at)s, %(rank)s) >= (s.status_at, s.status_rank))
 RETURNING 1
 """
-
-
-def _id_of(value) -> str | None:
-    """An id field that may also arrive expanded into its object."""
-    return value.get("id") if isinstance(value, dict) else value
 
 
 def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
@@ -79,7 +74,7 @@ def _snapshot(event: Event, final: bool) -> dict:
         "status": status,
         "rank": _STATUS_RANK[status],
         "at": require_created(event),
-        "customer": _id_of(subscription.get("customer")),
+        "customer": id_of(subscription.get("customer")),
         "cancel_at_period_end": subscription.get("cancel_at_period_end"),
         "cancel_at": timestamp(subscription.get("cancel_at")),
         "canceled_at": timestamp(subscription.get("canceled_at")),
@@ -88,7 +83,7 @@ def _snapshot(event: Event, final: bool) -> dict:
         "pause_resumes_at": timestamp(pause.get("resumes_at")),
         "period_start": start,
         "period_end": end,
-        "latest_invoice": _id_of(subscription.get("latest_invoice")),
+        "latest_invoice": id_of(subscription.get("latest_invoice")),
         "final": final,
         "reason": (subscription.get("cancellation_details") or {}).get("reason"),
     }
@@ -127,7 +122,7 @@ def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
         {
             "subscription_id": subscription["id"],
             "account": event.account,
-            "customer": _id_of(subscription.get("customer")),
+            "customer": id_of(subscription.get("customer")),
             "trial_end": subscription.get("trial_end"),
             "event_id": event.id,
         },
