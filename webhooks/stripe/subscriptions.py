@@ -35,6 +35,7 @@ SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s, customer = 
     cancel_at_period_end = %(cancel_at_period_end)s, cancel_at = %(cancel_at)s,
     canceled_at = %(canceled_at)s, trial_end = %(trial_end)s,
     pause_behavior = %(pause_behavior)s, pause_resumes_at = %(pause_resumes_at)s,
+    collection_method = %(collection_method)s, days_until_due = %(days_until_due)s,
     current_period_start = %(period_start)s, current_period_end = %(period_end)s,
     latest_invoice = coalesce(%(latest_invoice)s, s.latest_invoice),
     revoked_at = CASE WHEN %(final)s THEN %(at)s END,
@@ -60,6 +61,11 @@ def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
     return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
+def _days(value) -> int | None:
+    """A send_invoice subscription's days until an invoice is due (null otherwise)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10_000 else None
+
+
 def _snapshot(event: Event, final: bool) -> dict:
     subscription = event.object
     status = subscription.get("status")
@@ -81,6 +87,8 @@ def _snapshot(event: Event, final: bool) -> dict:
         "trial_end": timestamp(subscription.get("trial_end")),
         "pause_behavior": pause.get("behavior"),
         "pause_resumes_at": timestamp(pause.get("resumes_at")),
+        "collection_method": subscription.get("collection_method"),
+        "days_until_due": _days(subscription.get("days_until_due")),
         "period_start": start,
         "period_end": end,
         "latest_invoice": id_of(subscription.get("latest_invoice")),
