@@ -150,6 +150,16 @@ def post_event(client, evt: dict | bytes, **sign_kwargs):
     return client.post("/webhooks/stripe", data=body, headers=signed_headers(body, **sign_kwargs))
 
 
+def until_answered(app, evt: dict, tries: int = 50) -> str:
+    """Deliver as Stripe does: a 409 (the event or its payment busy elsewhere) is retried; the outcome."""
+    for _ in range(tries):
+        response = post_event(app.test_client(), evt)
+        if response.status_code != 409:
+            assert response.status_code == 200, response.get_json()
+            return response.get_json()["outcome"]
+    raise AssertionError(f"still 409 after {tries} tries")
+
+
 def scripted_event(**script) -> dict:
     return samples.event("test.scripted", {"id": samples.stripe_id("obj"), **script})
 

@@ -10,7 +10,7 @@ never heard of the warning.
 """
 import pytest
 
-from tests.conftest import post_event
+from tests.conftest import post_event, until_answered
 from tests.payment_stories import PRE_BASIL, decisions, jobs
 from tests.stories import CardPayment, card_payment, deliver, fraud_warning
 from tests.storm import release_together
@@ -29,24 +29,16 @@ def _story(shape: str, kind: str = KINDS[0], **fields) -> dict:
     return story
 
 
-def _until_answered(app, evt: dict) -> str:
-    for _ in range(50):
-        response = post_event(app.test_client(), evt)
-        if response.status_code != 409:
-            assert response.status_code == 200, response.get_json()
-            return response.get_json()["outcome"]
-    raise AssertionError("still 409 after 50 tries")
-
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_early_fraud_warning_before_the_success_holds_the_order_once(app, db, shape, kind):
     story = _story(shape, kind)
-    assert _until_answered(app, story["fraud_warning"]) == "fraud_warning_recorded"
+    assert until_answered(app, story["fraud_warning"]) == "fraud_warning_recorded"
     successes = [story["checkout_paid"], story["intent_succeeded"]] * 4  # both, duplicated
     results = release_together([lambda c=app.test_client(), e=e: post_event(c, e) for e in successes])
     assert {r.status for r in results} <= {200, 409}
-    assert {_until_answered(app, e) for e in successes} == {"held"}
+    assert {until_answered(app, e) for e in successes} == {"held"}
     payment_id = story["intent_succeeded"]["data"]["object"]["id"]
     assert decisions(db) == {payment_id: "held"}
     assert jobs(db) == [("payment.review", f"payment.review:{payment_id}")]
@@ -63,7 +55,7 @@ def test_an_early_fraud_warning_after_shipping_queues_one_job_with_the_charge_an
     warning = story["fraud_warning"]
     results = release_together([lambda c=app.test_client(): post_event(c, warning) for _ in range(8)])
     assert {r.status for r in results} <= {200, 409}
-    assert _until_answered(app, warning) == "fraud_warning_reported"
+    assert until_answered(app, warning) == "fraud_warning_reported"
     payment_id, charge = warning["data"]["object"]["payment_intent"], warning["data"]["object"]["charge"]
     assert decisions(db) == {payment_id: "fulfilled"}
     [job] = _payloads(db, "payment.fraud_warning")

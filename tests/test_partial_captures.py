@@ -12,7 +12,7 @@ the paid order, or told the shop it was refunded in full.
 """
 import pytest
 
-from tests.conftest import post_event
+from tests.conftest import post_event, until_answered
 from tests.payment_stories import CAPTURE_SHAPES, decisions, jobs, partial_capture
 from tests.stories import deliver
 from tests.storm import release_together
@@ -29,25 +29,17 @@ def _payment(db, payment_id: str) -> tuple:
     ).fetchone()
 
 
-def _until_answered(app, evt: dict) -> str:
-    for _ in range(50):
-        response = post_event(app.test_client(), evt)
-        if response.status_code != 409:
-            assert response.status_code == 200, response.get_json()
-            return response.get_json()["outcome"]
-    raise AssertionError("still 409 after 50 tries")
-
 
 @pytest.mark.parametrize("shape", CAPTURE_SHAPES)
 def test_a_partial_capture_whose_release_arrives_first_ships_once_and_no_job_reports_it_refunded(
     app, db, shape
 ):
     story = dict(partial_capture(NOW, CAPTURE_SHAPES[shape]))
-    assert _until_answered(app, story["charge_released"]) == "authorization_released"
+    assert until_answered(app, story["charge_released"]) == "authorization_released"
     success = story["intent_succeeded"]
     results = release_together([lambda c=app.test_client(): post_event(c, success) for _ in range(8)])
     assert {r.status for r in results} <= {200, 409}
-    assert _until_answered(app, success) == "fulfilled"  # the stored answer
+    assert until_answered(app, success) == "fulfilled"  # the stored answer
     payment_id = success["data"]["object"]["id"]
     assert decisions(db) == {payment_id: "fulfilled"}
     assert jobs(db) == [("order.fulfilled", f"order.fulfilled:{payment_id}")]
