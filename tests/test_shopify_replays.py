@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import migrated_before
 from tests.shopify import (  # noqa: F401  (fixtures)
-    SHOP, cancelled, fulfilments, job_payloads, jobs, order, post, refund, shopify, shopify_app,
+    SHOP, cancelled, fulfilments, jobs, order, post, refund, shopify, shopify_app,
 )
 from tests.storm import release_together
 from webhooks.service import migrate
