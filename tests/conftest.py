@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +66,16 @@ def migrated_schema(server_url: str, directory: Path = migrate.MIGRATIONS_DIR):
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextlib.contextmanager
+def migrated_before(server_url: str, version: str, folder: Path):
+    """A migrated_schema with only the migrations older than `version` (copied into `folder`)."""
+    for path in migrate.available():
+        if path.stem < version:
+            shutil.copy(path, folder / path.name)
+    with migrated_schema(server_url, folder) as url:
+        yield url
 
 
 @pytest.fixture
@@ -136,6 +147,16 @@ def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = No
 def post_event(client, evt: dict | bytes, **sign_kwargs):
     body = evt if isinstance(evt, bytes) else samples.encode(evt)
     return client.post("/webhooks/stripe", data=body, headers=signed_headers(body, **sign_kwargs))
+
+
+def until_answered(app, evt: dict, tries: int = 50) -> str:
+    """Deliver as Stripe does: a 409 (the event or its payment busy elsewhere) is retried; the outcome."""
+    for _ in range(tries):
+        response = post_event(app.test_client(), evt)
+        if response.status_code != 409:
+            assert response.status_code == 200, response.get_json()
+            return response.get_json()["outcome"]
+    raise AssertionError(f"still 409 after {tries} tries")
 
 
 def scripted_event(**script) -> dict:

@@ -10,6 +10,8 @@
   fail_attempts    raise until this many failures of the event are recorded
   clash_payment_id insert a fulfilment of this payment without ON CONFLICT: a
                    handler bug that violates the unique index on every attempt
+  clash_email      insert it into the test's `shop_customers` (email UNIQUE) without
+                   ON CONFLICT: a handler whose unique violation quotes a customer's email
   payment_id       then fulfil this payment
 """
 import os
@@ -66,6 +68,8 @@ def scripted(conn: psycopg.Connection, event) -> str:
             "VALUES (%s, 'stripe', %s, %s)",
             [script["clash_payment_id"], event.id, event.type],
         )
+    if script.get("clash_email"):
+        conn.execute("INSERT INTO shop_customers (email) VALUES (%s)", [script["clash_email"]])
     if script.get("payment_id"):
         return fulfilment.fulfil_payment(conn, event, script["payment_id"], 100, "usd")
     return "scripted"

@@ -331,6 +331,9 @@ def _github_rows(sender: Sender, body) -> list[Case]:
         Case("no X-GitHub-Event header", lambda p: _sent(sender, body(p), drop="X-GitHub-Event"), **BAD_EVENT),
         Case("body not UTF-8 (validly signed bytes)",
              lambda p: _sent(sender, b"\xff\xfe" + body(p)), **BAD_SIGNATURE),
+        # X-GitHub-Event is not signed: a captured body re-sent under another event's name.
+        Case("a validly signed body under another event's name (X-GitHub-Event: push)",
+             lambda p: _sent(sender, body(p), event_type="push"), **BAD_EVENT),
         Case("SHA-1 X-Hub-Signature only (the legacy header)",
              lambda p: Request(body(p), {"X-Hub-Signature": "sha1=" + "0" * 40, "X-GitHub-Delivery": "d1",
                                          "X-GitHub-Event": "push"}, path=sender.path), **BAD_SIGNATURE),

@@ -6,6 +6,8 @@ by design, on whether its full refund or dispute arrived before its success.
 """
 from __future__ import annotations
 
+import itertools
+
 from tests.stories import DAY, _invoice, business_state, fixture
 from webhooks.ops import samples
 
@@ -149,3 +151,51 @@ def _invoice_payment(shape: str, sub: str, n: int, at: int) -> list[tuple[str, d
                 "status_transitions": {"canceled_at": None, "paid_at": at + 1}}
         events.append((f"link_{n}", samples.event("invoice_payment.paid", link, at + 2)))
     return events
+
+
+# Before basil, a charge's `refunds` list came with every charge up to API
+# 2022-11-15, and only when expanded after it.
+LISTS_REFUNDS = "2020-08-27"
+CAPTURE_SHAPES = {"listed": LISTS_REFUNDS, "unlisted": PRE_BASIL}
+
+
+def partial_capture(created: int, api_version: str = PRE_BASIL, refunds: tuple[int, ...] = ()
+                    ) -> list[tuple[str, dict]]:
+    """100.00 authorised by a PaymentIntent carrying the order marker, 30.00 captured.
+
+    Before basil the released 70.00 became a Refund made by Stripe (no reason): it
+    moved the charge's amount_refunded and sent charge.refunded (Stripe's changelog,
+    "Partially capturing or canceling payments no longer creates a Refund",
+    https://docs.stripe.com/changelog/basil/2025-03-31/remove-refund-from-partial-capture-and-payment-cancellation-flow).
+    Then each of `refunds` gives back that much of the 30.00 captured, a day apart
+    (named `refund_<captured money given back so far>`, as card_payment names its
+    refunds); from basil on, only those send charge.refunded. The charge lists its
+    refunds on API versions before 2022-11-15.
+    """
+    _, intent, charge = samples.payment_events(10000, created=created)
+    pi, ch = intent["data"]["object"], charge["data"]["object"]
+    pi.update(amount_received=3000, capture_method="manual")
+    ch.update(amount_captured=3000, captured=True)
+    basil = api_version >= "2025-03-31"
+    release = {**_refund(ch, samples.stripe_id("re"), 7000, "succeeded", created), "reason": None}
+    released, listed = (0, []) if basil else (7000, [release])
+    story = [("intent_succeeded", intent)]
+    if not basil:
+        story.append(("charge_released", _charge_refunded(ch, released, listed, created)))
+    for n, given_back in enumerate(itertools.accumulate(refunds), start=1):
+        refund = _refund(ch, samples.stripe_id("re"), refunds[n - 1], "succeeded", created + n * DAY)
+        listed = [refund, *listed]
+        story.append((f"refund_{given_back}",
+                      _charge_refunded(ch, released + given_back, listed, created + n * DAY)))
+    for _, evt in story:
+        evt["api_version"] = api_version
+        if api_version >= "2022-11-15":
+            evt["data"]["object"].pop("refunds", None)
+    return story
+
+
+def _charge_refunded(charge: dict, amount_refunded: int, listed: list[dict], created: int) -> dict:
+    refunded = {**charge, "amount_refunded": amount_refunded,
+                "refunded": amount_refunded >= charge["amount"],
+                "refunds": {"object": "list", "data": list(listed), "has_more": False}}
+    return samples.event("charge.refunded", refunded, created)

@@ -25,8 +25,13 @@ def _standard_body(event_type: str) -> dict:
 
 
 def _github_body(event_type: str) -> dict:
-    return {"zen": "Keep it logically awesome.", "hook_id": 42, "action": event_type,
-            "repository": {"id": 1296269, "full_name": "octocat/Hello-World"}}
+    """A body of the event's shape (providers.github.SHAPES): a ping's, an issue's, or any other."""
+    repository = {"id": 1296269, "full_name": "octocat/Hello-World"}
+    if event_type == "ping":
+        return {"zen": "Keep it logically awesome.", "hook_id": 42, "repository": repository}
+    if event_type == "issues":
+        return {"action": "opened", "issue": {"id": 1, "number": 1347}, "repository": repository}
+    return {"action": event_type, "repository": repository}
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ def refund(order_id: int, refund_id: int | None = None) -> dict:
 
 
 def cancelled(order_id: int) -> dict:
-    return {**order(order_id), "cancel_reason": "customer", "financial_status": "refunded"}
+    return {**order(order_id), "cancel_reason": "customer", "financial_status": "refunded",
+            "cancelled_at": "2026-12-03T07:10:00-05:00"}
 
 
 @pytest.fixture

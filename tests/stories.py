@@ -49,6 +49,7 @@ class CardPayment:
     failed_first: bool = False  # a declined attempt before the card that worked
     refunds: tuple[int, ...] = ()  # cumulative amount_refunded after each refund
     disputed: bool = False
+    fraud_warned: bool = False  # a Radar early fraud warning on its charge
     amount: int = 3000
 
 
@@ -62,6 +63,8 @@ def card_payment(shape: CardPayment, created: int) -> list[tuple[str, dict]]:
     story += [("intent_succeeded", intent), ("charge_succeeded", charge), ("checkout_paid", checkout)]
     for n, refunded in enumerate(shape.refunds, start=1):
         story.append((f"refund_{refunded}", _refund(charge["data"]["object"], refunded, created + n * DAY)))
+    if shape.fraud_warned:
+        story.append(("fraud_warning", fraud_warning(charge["data"]["object"], created + 5 * DAY)))
     if shape.disputed:
         story.append(("dispute", _dispute(charge["data"]["object"], created + 10 * DAY)))
     return story
@@ -95,6 +98,17 @@ def _dispute(charge: dict, created: int) -> dict:
         "status": "needs_response",
     }
     return samples.event("charge.dispute.created", dispute, created)
+
+
+def fraud_warning(charge: dict, created: int, event_type: str = "radar.early_fraud_warning.created",
+                  **fields) -> dict:
+    """The shape of The Early Fraud Warning object (https://docs.stripe.com/api/early_fraud_warnings/object)."""
+    warning = {
+        "id": samples.stripe_id("issfr"), "object": "radar.early_fraud_warning", "actionable": True,
+        "charge": charge["id"], "created": created, "fraud_type": "made_with_stolen_card",
+        "livemode": False, "payment_intent": charge["payment_intent"], **fields,
+    }
+    return samples.event(event_type, warning, created)
 
 
 def async_payment(succeeds: bool, created: int) -> list[tuple[str, dict]]:
@@ -144,7 +158,7 @@ def _invoice(event_type: str, sub: str, invoice_id: str, period_start: int, crea
 
 _STATE_QUERIES = {
     "payments": "SELECT payment_id, status, status_at, amount, currency, amount_refunded, refunded,"
-    " refund_at, disputed FROM payments WHERE account = %s ORDER BY 1",
+    " refund_at, disputed, fraud_warned FROM payments WHERE account = %s ORDER BY 1",
     "fulfilments": "SELECT payment_id, amount, currency FROM fulfilments WHERE account = %s ORDER BY 1",
     "refunds": "SELECT refund_id, payment_id, amount FROM refunds WHERE account = %s ORDER BY 1",
     "disputes": "SELECT dispute_id, payment_id, amount, reason FROM disputes WHERE account = %s ORDER BY 1",

@@ -1,10 +1,8 @@
 """Migration 0013 folds rows the old (id, account) keys let one object have twice."""
-import shutil
-
 import psycopg
 import pytest
 
-from tests.conftest import migrated_schema
+from tests.conftest import migrated_before
 from webhooks.service import migrate
 
 BEFORE = "0013"
@@ -13,10 +11,7 @@ BEFORE = "0013"
 @pytest.fixture
 def old_schema(server_url, tmp_path):
     """A schema migrated only up to the last migration before the re-keying."""
-    for path in migrate.available():
-        if path.stem < BEFORE:
-            shutil.copy(path, tmp_path / path.name)
-    with migrated_schema(server_url, tmp_path) as url:
+    with migrated_before(server_url, BEFORE, tmp_path) as url:
         yield url
 
 

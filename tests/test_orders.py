@@ -1,5 +1,6 @@
 """Which succeeded payments ship: payment-mode Checkout, the order marker, never an invoice,
 and never a payment already fully refunded or disputed (held for review instead)."""
+import itertools
 import json
 import time
 
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import post_event
-from tests.payment_stories import decisions, jobs, subscription_payments
+from tests.payment_stories import PRE_BASIL, decisions, jobs, subscription_payments
 from tests.stories import card_payment, CardPayment, deliver, fixture
 from tests.storm import release_together
 from webhooks.ops import samples
@@ -151,3 +152,50 @@ def test_a_payment_refunded_or_disputed_before_its_success_is_held_once_never_sh
     assert shipping == [f"payment.review:{payment_id}"]
     [review] = _payloads(db, "payment.review")
     assert review["reason"] == ("disputed" if stop == "dispute_created" else "refunded")
+
+
+def _post_purchase_invoice(shape: str) -> list[dict]:
+    """A payment-mode Checkout Session with `invoice_creation`, its PaymentIntent (no order
+    marker: the session alone makes it an order) and its post-purchase invoice's event(s).
+
+    Stripe: "invoice_creation: Generate a post-purchase Invoice for one-time payments" and the
+    session's `invoice`, "ID of the invoice created by the Checkout Session, if it exists"
+    (The Checkout Session object, https://docs.stripe.com/api/checkout/sessions/object); the
+    invoice is paid by the session's payment (Receipts and paid invoices,
+    https://docs.stripe.com/receipts#paid-invoice-receipts).
+    """
+    session_evt, intent_evt = fixture("checkout.session.completed"), fixture("payment_intent.succeeded")
+    intent_id, invoice_id = samples.stripe_id("pi"), samples.stripe_id("in", 24)
+    for evt in (session_evt, intent_evt):
+        evt["id"] = samples.stripe_id("evt")
+    session = session_evt["data"]["object"]
+    session.update(id=samples.stripe_id("cs_test", 58), payment_intent=intent_id, invoice=invoice_id,
+                   invoice_creation={**session["invoice_creation"], "enabled": True})
+    intent_evt["data"]["object"].update(id=intent_id, metadata={})
+    paid = fixture("invoice.paid")
+    paid["id"] = samples.stripe_id("evt")
+    invoice = paid["data"]["object"]
+    invoice.update(id=invoice_id, billing_reason="manual", parent=None)
+    if shape == "pre_basil":
+        paid["api_version"] = PRE_BASIL
+        invoice.update(payment_intent=intent_id, subscription=None)
+        return [session_evt, intent_evt, paid]
+    link = {"id": samples.stripe_id("inpay"), "object": "invoice_payment", "amount_paid": 3000,
+            "amount_requested": 3000, "created": NOW, "currency": "usd", "invoice": invoice_id,
+            "is_default": True, "livemode": False, "status": "paid",
+            "payment": {"type": "payment_intent", "payment_intent": intent_id},
+            "status_transitions": {"canceled_at": None, "paid_at": NOW}}
+    return [session_evt, intent_evt, paid, samples.event("invoice_payment.paid", link, NOW)]
+
+
+@pytest.mark.parametrize("shape", ["pre_basil", "basil"])
+def test_a_checkout_post_purchase_invoice_naming_the_sessions_payment_intent_leaves_it_an_order(
+    client, db, shape
+):
+    for order in itertools.permutations(range(len(_post_purchase_invoice(shape)))):
+        events = _post_purchase_invoice(shape)
+        outcomes = deliver(client, [events[i] for i in order])
+        intent_id = events[1]["data"]["object"]["id"]
+        assert decisions(db).get(intent_id) == "fulfilled", (order, outcomes)
+        assert [key for kind, key in jobs(db) if key.endswith(intent_id)] == [
+            f"order.fulfilled:{intent_id}"], order

@@ -3,14 +3,12 @@
 Also: migration 0016 turns rows an older version keyed by (id, account)
 into one row per object, keeping the first account and recording the rest.
 """
-import shutil
-import uuid
 from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.conftest import migrated_before
 from tests.stories import deliver
 from tests.subscription_stories import Story, access_at, dunning, renewal
 from webhooks.service import migrate
@@ -54,18 +52,8 @@ def test_an_invoice_paid_seen_under_two_scopes_is_fulfilled_once(client, db):
 @pytest.fixture
 def schema_before_0016(server_url, tmp_path):
     """A schema migrated up to 0015: invoices and subscriptions keyed by id and account."""
-    for path in migrate.available():
-        if path.stem < "0016":
-            shutil.copy(path, tmp_path)
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    options = conninfo_to_dict(server_url).get("options", "")
-    url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
-    migrate.migrate(url, tmp_path)
-    yield url
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with migrated_before(server_url, "0016", tmp_path) as url:
+        yield url
 
 
 def test_migration_0016_merges_rows_of_one_object_under_two_accounts(schema_before_0016):

@@ -16,7 +16,7 @@ from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     SUPERSEDED,
 )
 from .stripe import (  # noqa: F401  (they register)
-    checkout, disputes, intents, invoices, refunds, subscriptions, thin,
+    checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin,
 )
 from .stripe.orders import fulfil_payment  # noqa: F401
 from .service.registry import Handler, handles, load, run  # noqa: F401

@@ -6,6 +6,8 @@ import sys
 import psycopg
 import structlog
 
+from ..service.logs import public_message
+
 log = structlog.get_logger(__name__)
 
 
@@ -14,7 +16,7 @@ class CommandError(Exception):
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:400]
+    return " ".join(public_message(exc).split())[:400]
 
 
 def run(func, args) -> int:

@@ -23,8 +23,12 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
     sent = []
     for i in range(n):
         event_type = "ping" if i % _PING_EVERY == 0 else "push"
-        body = {"ref": "refs/heads/main", "after": uuid.uuid4().hex,
-                "repository": {"id": 1296269, "full_name": "octocat/Hello-World"}}
+        repository = {"id": 1296269, "full_name": "octocat/Hello-World"}
+        # Each body of its event's shape: the service refuses a body under another event's name.
+        body = ({"zen": "Keep it logically awesome.", "hook_id": 42, "repository": repository}
+                if event_type == "ping" else
+                {"ref": "refs/heads/main", "before": uuid.uuid4().hex, "after": uuid.uuid4().hex,
+                 "commits": [], "repository": repository})
         sent.append((json.dumps(body).encode(), Outgoing(str(uuid.uuid4()), event_type)))
     return sent
 

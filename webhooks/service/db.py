@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
+import re
 import select
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 from psycopg import errors
@@ -169,3 +173,30 @@ def is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, errors.LockNotAvailable):
         return False
     return isinstance(exc, _UNAVAILABLE)
+
+
+# What JSON (and Python's json module) can carry but PostgreSQL cannot store:
+# a NUL in any text or jsonb value, a UTF-16 surrogate without its pair (not
+# encodable as UTF-8), and NaN or an infinity (no such JSON number).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """`value` (parsed JSON) as PostgreSQL's text and jsonb can hold it.
+
+    A signed payload is stored as the text it came as, whatever it holds;
+    what the rules copy out of it into columns and jobs (metadata, a
+    reference, a name) goes through this, so that one value in a payload
+    cannot make a paid order fail on every retry. Unstorable characters
+    become U+FFFD; NaN and the infinities become the strings Python's json
+    writes for them. Everything else is unchanged.
+    """
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(value)  # "NaN", "Infinity", "-Infinity"
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value

@@ -91,6 +91,11 @@ def require_id(value: Any, what: str) -> str:
     return require_token(value, _ID, what)
 
 
+def id_of(value: Any) -> Any:
+    """An id field that may also arrive expanded into its object."""
+    return value.get("id") if isinstance(value, dict) else value
+
+
 def parse(raw: str) -> Event:
     try:
         data = json.loads(raw)

@@ -12,6 +12,7 @@ from psycopg.rows import class_row
 
 from . import db, registry
 from .events import Event
+from .logs import public_message
 
 # The claim and completion are SQL functions (migrations/0024), because
 # the one-statement delivery of a payment success runs them too. A claim is
@@ -130,8 +131,8 @@ def record_failure(
     conn.execute(
         _RECORD_FAILURE,
         [
-            provider, event.id, event.type, type(error).__name__, str(error)[:2000], event.raw,
-            registry.handler_name(event.type, provider),
+            provider, event.id, event.type, type(error).__name__, public_message(error)[:2000],
+            event.raw, registry.handler_name(event.type, provider),
         ],
     )
 

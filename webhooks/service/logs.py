@@ -5,12 +5,32 @@ import logging
 import sys
 import traceback
 
+import psycopg
 import structlog
 from gunicorn import glogging
 
 # The innermost frames say where it broke; the outer ones are the framework's.
 _FRAMES = 8
 _MESSAGE_CHARS = 300
+
+
+def public_message(exc: BaseException) -> str:
+    """What an error may say in a log line, `webhook_failures`, `events show` or /admin.
+
+    A database error's text quotes the data it tripped on: a unique
+    violation's `DETAIL: Key (email)=(...)`, a JSON cast's `CONTEXT: JSON
+    data, line 1: ...`, the value in `invalid input syntax for type ...`. So
+    a server error says only its SQLSTATE and the names (constraint, table,
+    column) it concerns; a client-side one (connection lost, refused) keeps
+    its text, which names no data.
+    """
+    if isinstance(exc, psycopg.Error) and exc.sqlstate:
+        diag = exc.diag
+        names = [f"{what} {name}" for what, name in (
+            ("constraint", diag.constraint_name), ("table", diag.table_name),
+            ("column", diag.column_name)) if name]
+        return " ".join([f"SQLSTATE {exc.sqlstate}", *names])
+    return str(exc)
 
 
 def short_traceback(exc_info) -> dict:
@@ -24,7 +44,7 @@ def short_traceback(exc_info) -> dict:
     frames = traceback.extract_tb(tb)[-_FRAMES:]
     return {
         "type": exc_type.__name__,
-        "message": str(exc)[:_MESSAGE_CHARS],
+        "message": public_message(exc)[:_MESSAGE_CHARS],
         "frames": [f"{frame.filename}:{frame.lineno} {frame.name}" for frame in frames],
     }
 

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import psycopg
 
-from .db import cursor
+from .db import cursor, storable
 
 ENTRYPOINT = "webhooks.outbox"
 KEY_HEADER = "idempotency-key"
@@ -42,10 +42,11 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
 
     The same key enqueued twice while the first is still pending is one job
     (False the second time); after that it is a second delivery with the
-    same key, which the receiver treats as done.
+    same key, which the receiver treats as done. Values copied from a
+    payload are made `storable` (the job is jsonb).
     """
     (written,) = cursor(conn).execute(
-        _ENQUEUE, [kind, json.dumps(payload, separators=(",", ":")), idempotency_key]
+        _ENQUEUE, [kind, json.dumps(storable(payload), separators=(",", ":")), idempotency_key]
     ).fetchone()
     return written
 

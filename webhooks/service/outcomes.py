@@ -17,7 +17,7 @@ IGNORED_OTHER_MODE = "ignored_other_mode"
 UNSUPPORTED_API_VERSION = "unsupported_api_version"
 
 # Why a payment that succeeded is not shipped (see webhooks/stripe/orders.py).
-HELD = "held"  # fully refunded or disputed before its success arrived: payment.review
+HELD = "held"  # fully refunded, disputed or fraud-warned before its success: payment.review
 INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)
 NOT_AN_ORDER = "not_an_order"  # no Checkout Session in payment mode, no order marker
 SUBSCRIPTION_CHECKOUT = "subscription_checkout"  # its invoices are the billing side's
@@ -28,12 +28,20 @@ REFUNDED = "refunded"  # the payment is refunded in full
 PARTIALLY_REFUNDED = "partially_refunded"
 REFUND_PENDING = "refund_pending"
 REFUND_FAILED = "refund_failed"  # failed or canceled: no longer counted
+# Before basil, what a partial capture or a cancellation released uncaptured
+# came as a Refund: no money went back.
+AUTHORIZATION_RELEASED = "authorization_released"
 
 # Disputes (disputes.py).
 DISPUTE_OPEN = "dispute_open"
 DISPUTE_WON = "dispute_won"
 DISPUTE_LOST = "dispute_lost"
 DISPUTE_CLOSED = "dispute_closed"  # an inquiry closed, or a dispute prevented
+
+# Radar early fraud warnings (fraud_warnings.py).
+FRAUD_WARNING_REPORTED = "fraud_warning_reported"  # the order had shipped: payment.fraud_warning
+FRAUD_WARNING_RECORDED = "fraud_warning_recorded"  # not shipped: its success will be held
+FRAUD_WARNING_UPDATED = "fraud_warning_updated"  # a warning already known
 
 # Subscriptions: the mirror took the event's snapshot; a trial's
 # end was announced (customer.subscription.trial_will_end).

@@ -6,13 +6,23 @@ claim, the request's own payload included (see payloads.py), and clear the
 customer ids `shopify_orders` keeps; `customers/data_request` enqueues a job
 for the shop to answer the request (Shopify gives it 30 days), naming the
 stored events that concern the customer.
+
+Each request is acted on once. Shopify signs the body alone, so a captured
+request replayed under a new X-Shopify-Event-Id verifies; the requests carry
+no id of their own (but a data request's), so a body already acted on is
+known by its SHA-256 (`shopify_compliance_requests`, migrations/0030) and
+answered `already_done`: no second job, no second redaction of what was
+stored since. A replayed redaction request's own stored copy is redacted.
 """
 from __future__ import annotations
+
+import hashlib
 
 import psycopg
 import structlog
 
 from ..service.events import Event
+from ..service.redaction import redact
 from ..service.registry import handles
 from . import orders, payloads
 
@@ -21,6 +31,16 @@ log = structlog.get_logger(__name__)
 DATA_REQUEST_JOB = "shopify.customer.data_request"
 DATA_REQUEST_QUEUED = "data_request_queued"
 REDACTED = "redacted"
+ALREADY_DONE = "already_done"  # this signed request was acted on before, under another event id
+
+_FIRST_TIME = """
+INSERT INTO shopify_compliance_requests (body_sha256, topic, shop, event_id) VALUES (%s, %s, %s, %s)
+ON CONFLICT (body_sha256) DO NOTHING
+RETURNING 1
+"""
+_REDACT_OWN_COPY = """
+UPDATE webhook_events SET payload = %s WHERE provider = 'shopify' AND event_id = %s
+"""
 
 _CUSTOMER_ORDERS = "SELECT order_id FROM shopify_orders WHERE shop = %s AND customer_id = %s"
 _SHOP_ORDERS = "SELECT order_id FROM shopify_orders WHERE shop = %s"
@@ -48,13 +68,31 @@ def _customer(conn: psycopg.Connection, event: Event, orders_key: str) -> payloa
     return payloads.Customer(customer_id, email, frozenset(_ids(event.data.get(orders_key)) + known))
 
 
+def _replayed(conn: psycopg.Connection, event: Event) -> bool:
+    """True when this signed body was acted on before; else records it, in the claim's transaction."""
+    digest = hashlib.sha256(event.raw.encode("utf-8")).hexdigest()
+    first = conn.execute(_FIRST_TIME, [digest, event.type, event.account, event.id]).fetchone()
+    if first is None:
+        log.warning("shopify_request_replayed", shop=event.account, event_id=event.id, topic=event.type)
+    return first is None
+
+
+def _forget_replay(conn: psycopg.Connection, event: Event) -> str:
+    """A replayed redaction request: its own stored copy is redacted, nothing else is touched."""
+    conn.execute(_REDACT_OWN_COPY, [redact(event.raw, payloads.PERSONAL_FIELDS), event.id])
+    return ALREADY_DONE
+
+
 @handles("customers/data_request", provider=orders.PROVIDER)
 def data_request(conn: psycopg.Connection, event: Event) -> str:
+    if _replayed(conn, event):
+        return ALREADY_DONE
     customer = _customer(conn, event, "orders_requested")
     request = event.data.get("data_request")
     request_id = request.get("id") if isinstance(request, dict) else None
     orders.enqueue(
-        conn, DATA_REQUEST_JOB, event, request_id if isinstance(request_id, int) else event.id,
+        conn, DATA_REQUEST_JOB, event, event.account,
+        request_id if isinstance(request_id, int) else event.id,
         data_request_id=request_id, customer_id=customer.id, orders=sorted(customer.orders),
         stored_events=payloads.naming(conn, event.account, customer.named_in),
     )
@@ -63,6 +101,8 @@ def data_request(conn: psycopg.Connection, event: Event) -> str:
 
 @handles("customers/redact", provider=orders.PROVIDER)
 def customer_redact(conn: psycopg.Connection, event: Event) -> str:
+    if _replayed(conn, event):
+        return _forget_replay(conn, event)
     customer = _customer(conn, event, "orders_to_redact")
     changed = payloads.redact(conn, event.account, customer.named_in, customer.named_in)
     conn.execute(_FORGET_CUSTOMER, [event.account, customer.id, list(customer.orders)])
@@ -72,6 +112,8 @@ def customer_redact(conn: psycopg.Connection, event: Event) -> str:
 
 @handles("shop/redact", provider=orders.PROVIDER)
 def shop_redact(conn: psycopg.Connection, event: Event) -> str:
+    if _replayed(conn, event):
+        return _forget_replay(conn, event)
     shop_orders = {row[0] for row in conn.execute(_SHOP_ORDERS, [event.account])}
 
     def shop_failure(topic: str, data: dict) -> bool:

@@ -19,9 +19,10 @@ ORDER_REFUNDED = "shopify.order.refunded"
 REFUND_RECORDED = "refund_recorded"  # not shipped: its orders/paid will be held
 ALREADY_RECORDED = "already_recorded"
 
+# Refund ids are global, like order ids: one row per refund, whatever shop header came with it.
 _RECORD = """
 INSERT INTO shopify_refunds (shop, refund_id, order_id, event_id) VALUES (%s, %s, %s, %s)
-ON CONFLICT (shop, refund_id) DO NOTHING
+ON CONFLICT (refund_id) DO NOTHING
 RETURNING 1
 """
 
@@ -39,12 +40,12 @@ def refund_created(conn: psycopg.Connection, event: Event) -> str:
     refund = event.data
     refund_id = orders.require_id(refund.get("id"), "refund id")
     order_id = orders.require_id(refund.get("order_id"), "order id")
-    orders.note(conn, event, order_id)
-    if conn.execute(_RECORD, [event.account, refund_id, order_id, event.id]).fetchone() is None:
+    order = orders.note(conn, event, order_id)
+    if conn.execute(_RECORD, [order.shop, refund_id, order_id, event.id]).fetchone() is None:
         return ALREADY_RECORDED
-    orders.mark(conn, event, order_id, "refunded_at")
-    if not orders.shipped(conn, event, order_id):
+    orders.mark(conn, order_id, "refunded_at")
+    if not orders.shipped(conn, order_id):
         return REFUND_RECORDED
-    orders.enqueue(conn, ORDER_REFUNDED, event, refund_id, order_id=order_id, refund_id=refund_id,
-                   refund_line_items=_refund_line_items(refund))
+    orders.enqueue(conn, ORDER_REFUNDED, event, order.shop, refund_id, order_id=order_id,
+                   refund_id=refund_id, refund_line_items=_refund_line_items(refund))
     return REFUNDED

@@ -1,9 +1,10 @@
 """Which succeeded payments are one-off orders, and shipping each of them once.
 
-A payment is an order when a Checkout Session in `payment` mode names it, or
-when its PaymentIntent carries the shop's order marker (a metadata key,
-WEBHOOK_ORDER_MARKER_KEY), and it pays no invoice. Subscription renewals,
-Invoicing invoices and PaymentIntents the shop did not create (Dashboard,
+A payment is an order when a Checkout Session in `payment` mode names it
+(whatever invoice names it too: that is the session's post-purchase
+invoice), or when its PaymentIntent carries the shop's order marker (a
+metadata key, WEBHOOK_ORDER_MARKER_KEY) and it pays no invoice. Subscription
+renewals, Invoicing invoices and PaymentIntents the shop did not create (Dashboard,
 Terminal, other apps) succeed like any payment but are never shipped; the
 outcome word says why. An invoice's PaymentIntent is recognised from
 `invoice` on pre-basil PaymentIntents, from `invoice.payment_intent` on
@@ -40,7 +41,8 @@ def configure(order_marker_key: str) -> None:
     _marker_key = order_marker_key
 
 
-# The decision is SQL (webhooks_payment_succeeded, migrations/0024), so that
+# The decision is SQL (webhooks_payment_succeeded, migrations/0024, replaced
+# by 0026; why a payment is held is webhooks_hold_reason), so that
 # a success event's whole delivery can be one statement; inside a handler's
 # transaction it is this one.
 _SUCCESS_PARAMS = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s"
@@ -126,12 +128,16 @@ def mark_invoice_payment(conn: psycopg.Connection, event: Event, payment_intent:
     """Record that `payment_intent` pays an invoice, so it is never shipped as an order.
 
     Called by the invoice events that name it (pre-basil `invoice.payment_intent`,
-    basil's `invoice_payment.paid`); a no-op when they do not.
+    basil's `invoice_payment.paid`); a no-op when they do not. A payment-mode
+    Checkout Session's PaymentIntent stays an order: the invoice naming it is
+    the session's post-purchase invoice (`invoice_creation`), migrations/0026.
     """
     if not payment_intent:
         return
     invoice = event.object.get("invoice") if event.object.get("object") == "invoice_payment" else None
     payment = note(conn, event, payment_intent, invoice_id=invoice or event.object.get("id"))
+    if payment.checkout_mode == "payment":
+        return
     shipped = conn.execute(
         "SELECT 1 FROM fulfilments WHERE payment_id = %s", [payment_intent]
     ).fetchone()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from ..service.db import cursor
+from ..service.db import cursor, storable
 from ..service.events import Event, require_created, require_id
 from . import scope
 
@@ -95,8 +95,13 @@ def note(
 
 
 def facts_params(facts: dict[str, Any]) -> dict[str, Any]:
-    """What an event states of a payment's identity, as the SQL functions take it."""
-    params = {name: facts.get(name) for name in _FACTS}
+    """What an event states of a payment's identity, as the SQL functions take it.
+
+    Free text (metadata, client_reference_id) can hold what PostgreSQL cannot
+    store (a NUL, a lone surrogate, NaN): it is stored as `storable` makes it,
+    so that the paid order still ships; the ledger keeps the payload as signed.
+    """
+    params = {name: storable(facts.get(name)) for name in _FACTS}
     for name in ("session_metadata", "intent_metadata"):
         if params[name] is not None:
             params[name] = json.dumps(params[name])

@@ -16,7 +16,7 @@ from datetime import datetime
 import psycopg
 
 from ..service import outbox
-from ..service.events import Event, InvalidEvent, require_created, require_id, timestamp
+from ..service.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
 from ..service.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
 from ..service.registry import handles
 from . import access
@@ -35,6 +35,7 @@ SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s, customer = 
     cancel_at_period_end = %(cancel_at_period_end)s, cancel_at = %(cancel_at)s,
     canceled_at = %(canceled_at)s, trial_end = %(trial_end)s,
     pause_behavior = %(pause_behavior)s, pause_resumes_at = %(pause_resumes_at)s,
+    collection_method = %(collection_method)s, days_until_due = %(days_until_due)s,
     current_period_start = %(period_start)s, current_period_end = %(period_end)s,
     latest_invoice = coalesce(%(latest_invoice)s, s.latest_invoice),
     revoked_at = CASE WHEN %(final)s THEN %(at)s END,
@@ -44,11 +45,6 @@ WHERE s.subscription_id = %(subscription_id)s AND s.revoked_at IS NULL
   AND (%(final)s OR s.status_at IS NULL OR (%(at)s, %(rank)s) >= (s.status_at, s.status_rank))
 RETURNING 1
 """
-
-
-def _id_of(value) -> str | None:
-    """An id field that may also arrive expanded into its object."""
-    return value.get("id") if isinstance(value, dict) else value
 
 
 def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
@@ -65,6 +61,11 @@ def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
     return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
+def _days(value) -> int | None:
+    """A send_invoice subscription's days until an invoice is due (null otherwise)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10_000 else None
+
+
 def _snapshot(event: Event, final: bool) -> dict:
     subscription = event.object
     status = subscription.get("status")
@@ -79,16 +80,18 @@ def _snapshot(event: Event, final: bool) -> dict:
         "status": status,
         "rank": _STATUS_RANK[status],
         "at": require_created(event),
-        "customer": _id_of(subscription.get("customer")),
+        "customer": id_of(subscription.get("customer")),
         "cancel_at_period_end": subscription.get("cancel_at_period_end"),
         "cancel_at": timestamp(subscription.get("cancel_at")),
         "canceled_at": timestamp(subscription.get("canceled_at")),
         "trial_end": timestamp(subscription.get("trial_end")),
         "pause_behavior": pause.get("behavior"),
         "pause_resumes_at": timestamp(pause.get("resumes_at")),
+        "collection_method": subscription.get("collection_method"),
+        "days_until_due": _days(subscription.get("days_until_due")),
         "period_start": start,
         "period_end": end,
-        "latest_invoice": _id_of(subscription.get("latest_invoice")),
+        "latest_invoice": id_of(subscription.get("latest_invoice")),
         "final": final,
         "reason": (subscription.get("cancellation_details") or {}).get("reason"),
     }
@@ -127,7 +130,7 @@ def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
         {
             "subscription_id": subscription["id"],
             "account": event.account,
-            "customer": _id_of(subscription.get("customer")),
+            "customer": id_of(subscription.get("customer")),
             "trial_end": subscription.get("trial_end"),
             "event_id": event.id,
         },

@@ -1,13 +1,27 @@
 """Shopify as a provider: an HMAC of the raw body, the event named by headers.
 
 Shopify signs the raw body alone (`X-Shopify-Hmac-Sha256`: base64 of
-HMAC-SHA256 with the app's client secret) and sends no signed timestamp, so
-a captured delivery verifies for ever: replay protection is the ledger's
-claim on `X-Shopify-Event-Id`, which Shopify's docs name as the duplicate
-signal. `X-Shopify-Webhook-Id` differs per subscription and delivery, so it
-is not the key: one event sent to two subscriptions is still one event
-(a delivery that comes without an event id is the exception: see
-WEBHOOK_ID_HEADER).
+HMAC-SHA256 with the app's client secret) and sends no signed timestamp.
+The HMAC proves that Shopify (or whoever holds the app's secret) wrote the
+body, once. It proves nothing of the headers: not when, not for which shop
+(the secret is the app's, shared by every shop that installed it), not
+under which topic or event id. A captured delivery replayed with new
+headers verifies. So:
+
+- the claim on `X-Shopify-Event-Id` (the duplicate signal Shopify's docs
+  name) stops Shopify's own redeliveries; a replay under a new id gets past
+  it, and only keys taken from the signed body stop its effects: an order
+  ships once per order id, a refund is recorded once per refund id (both
+  global at Shopify), a compliance request is acted on once per body;
+- the topic must agree with the body (TOPIC_AGREES): a body of one topic
+  sent under another is refused, 400, before anything is written;
+- a compliance request must name in its body the shop its header names;
+  an order's or refund's body names no shop, so the shop first seen with an
+  order stays its shop (webhooks/shopify/orders.py).
+
+`X-Shopify-Webhook-Id` differs per subscription and delivery, so it is not
+the key: one event sent to two subscriptions is still one event (a delivery
+that comes without an event id is the exception: see WEBHOOK_ID_HEADER).
 """
 from __future__ import annotations
 
@@ -90,6 +104,44 @@ def _identity(headers: Headers, topic: str, data: dict) -> tuple[str, str]:
     return event_id, shop
 
 
+def _text(value) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _names_shop(data: dict, shop: str) -> bool:
+    return data.get("shop_domain") == shop and isinstance(data.get("shop_id"), int)
+
+
+def _customer_request(data: dict, shop: str) -> bool:
+    return _names_shop(data, shop) and isinstance(data.get("customer"), dict)
+
+
+# What the signed body of each acted-on topic says, so that the unsigned
+# X-Shopify-Topic is believed only when the body agrees (payloads of
+# Shopify's webhooks reference, https://shopify.dev/docs/api/webhooks): a paid
+# order is `financial_status: paid`; a cancelled one has `cancelled_at`; a
+# refund names its `order_id` and, unlike an order, has no financial status;
+# the compliance requests name the shop (`shop_domain`, `shop_id`), the
+# customers' a customer, and only a data request has `data_request`.
+TOPIC_AGREES = {
+    "orders/paid": lambda data, shop: data.get("financial_status") == "paid",
+    "orders/cancelled": lambda data, shop: _text(data.get("cancelled_at")),
+    "refunds/create": lambda data, shop: "order_id" in data and "financial_status" not in data,
+    "customers/data_request": lambda data, shop: (
+        _customer_request(data, shop) and isinstance(data.get("data_request"), dict)),
+    "customers/redact": lambda data, shop: (
+        _customer_request(data, shop) and isinstance(data.get("orders_to_redact"), list)
+        and "data_request" not in data),
+    "shop/redact": lambda data, shop: _names_shop(data, shop) and "customer" not in data,
+}
+
+
+def _agrees(topic: str, data: dict, shop: str) -> None:
+    agrees = TOPIC_AGREES.get(topic)
+    if agrees is not None and not agrees(data, shop):
+        raise InvalidEvent(f"body does not agree with its {TOPIC_HEADER} {topic}")
+
+
 def _triggered_at(value: str | None) -> datetime | None:
     """Shopify's ISO time, with nanoseconds that Python cannot parse cut to microseconds."""
     if not value:
@@ -106,6 +158,7 @@ def _parse(text: str, headers: Headers) -> Event:
     topic = _header(headers, TOPIC_HEADER, _TOPIC)
     data = fields.json_object(text)
     event_id, shop = _identity(headers, topic, data)
+    _agrees(topic, data, shop)
     return Event(
         id=event_id, type=topic, created=_triggered_at(headers.get(TRIGGERED_AT_HEADER)),
         livemode=None, account=shop, raw=text, data=data,
