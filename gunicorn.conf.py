@@ -2,7 +2,7 @@
 
 `python -m webhooks serve` (bin/serve, the Procfile's `web:`) runs gunicorn
 with these settings behind nginx, which buffers every request whole
-(webhooks/service/serving.py): gunicorn then listens on a Unix socket in the
+(webhooks/web/front.py): gunicorn then listens on a Unix socket in the
 front's folder. Alone, it listens on HOST:PORT, which is only safe behind a
 router that buffers requests itself (README, "Serving").
 """
@@ -12,8 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from webhooks.service.config import Settings
-from webhooks.service.serving import GUNICORN_KEEPALIVE_S, socket_path
+from webhooks.infra.config import Settings
+from webhooks.web.front import GUNICORN_KEEPALIVE_S, socket_path
 
 _settings = Settings.from_env()
 _public = (
@@ -47,7 +47,7 @@ loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # lines as ours. A logger class, not logconfig_dict: any logging config
 # makes gunicorn build an access-log line for every request, measured as
 # extra worker CPU per delivery, even with no access log wanted.
-logger_class = "webhooks.service.logs.GunicornLogger"
+logger_class = "webhooks.infra.logs.GunicornLogger"
 
 # prometheus-client's multi-process mode: each worker writes its metrics to
 # files here and /metrics adds them up; without it a scrape would see only the
@@ -61,8 +61,8 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 def on_starting(server):
     # Resolve the database once in the master so that, with DATABASE_URL
     # unset, workers share one embedded server instead of racing to start it.
-    from webhooks.service.config import Settings
-    from webhooks.service.db import database_url
+    from webhooks.infra.config import Settings
+    from webhooks.infra.db import database_url
 
     os.environ["DATABASE_URL"] = database_url(Settings.from_env())
     # Counts left by an earlier server in a configured folder are not ours.

@@ -15,7 +15,7 @@ from collections import Counter
 import gevent
 from locust import FastHttpUser, constant, events, task
 
-from webhooks.ops import audit, samples, stripe_sender
+from webhooks.traffic import audit, samples, stripe as stripe_sender
 
 DUPLICATES = int(os.environ.get("LOADTEST_DUPLICATES", "4"))
 SECRET = stripe_sender.default_secret()

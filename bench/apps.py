@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
-from webhooks.service import signature
-from webhooks.service.config import Settings
-from webhooks.service.db import open_pool
-from webhooks.service.events import InvalidEvent, parse
+from webhooks.providers import signature
+from webhooks.infra.config import Settings
+from webhooks.infra.db import open_pool
+from webhooks.core.events import InvalidEvent, parse
 
 NAIVE_TABLE = """
 CREATE TABLE naive_fulfilments (

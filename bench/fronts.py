@@ -2,7 +2,7 @@
 
 One gunicorn (gunicorn.conf.py, stock gthread) listens on a Unix socket and,
 for the direct row, on a loopback port. In front of the socket: nginx with
-the service's own config (webhooks/service/serving.py), and HAProxy (Debian's
+the service's own config (webhooks/web/front.py), and HAProxy (Debian's
 2.6) configured as issue 23 asks (`option http-buffer-request`, `timeout
 http-request`), with its default buffer and with a buffer over the body cap,
 which is what it takes for HAProxy to hold a whole body. Each gets issue 23's
@@ -31,10 +31,11 @@ from pathlib import Path
 import psutil
 import requests
 
-from webhooks.ops import samples
-from webhooks.ops.load_report import markdown_table
-from webhooks.service import serving, signature
-from webhooks.service.config import Settings
+from webhooks.traffic import samples
+from webhooks.traffic.report import markdown_table
+from webhooks.web import front as serving
+from webhooks.providers import signature
+from webhooks.infra.config import Settings
 
 from . import cpu, framing, servers, wrk
 

@@ -24,13 +24,13 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from webhooks.service import ingest, ledger
+from webhooks.core import ingest, ledger
 
-from webhooks.ops import samples
-from webhooks.service.http import PROVIDER
-from webhooks.service.config import Settings
-from webhooks.service.db import open_pool
-from webhooks.service.events import parse
+from webhooks.traffic import samples
+from webhooks.web.app import PROVIDER
+from webhooks.infra.config import Settings
+from webhooks.infra.db import open_pool
+from webhooks.core.events import parse
 
 from . import cpu
 

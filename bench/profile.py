@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from webhooks.ops.load_report import markdown_table
+from webhooks.traffic.report import markdown_table
 
 _WAITS = ("Connection.wait", "Condition.wait", "Lock.acquire")
 # Innermost when a thread waits for a request (the executor's queue.get is C

@@ -34,11 +34,11 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from webhooks.ops import audit, loadtest, samples
-from webhooks.ops.load_report import markdown_table, percentile
-from webhooks.ops.serve import nginx_binary
-from webhooks.service.config import Settings
-from webhooks.service.serving import INSTALL
+from webhooks.traffic import audit, sender as loadtest, samples
+from webhooks.traffic.report import markdown_table, percentile
+from webhooks.commands.serve import nginx_binary
+from webhooks.infra.config import Settings
+from webhooks.web.front import INSTALL
 
 from . import apps, cpu, pgbench, profile, servers, wrk
 

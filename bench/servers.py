@@ -19,10 +19,10 @@ import psycopg
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from webhooks.ops.serve import Served, nginx_binary
-from webhooks.service import migrate
-from webhooks.service.serving import INSTALL
-from webhooks.service.config import Settings
+from webhooks.commands.serve import Served, nginx_binary
+from webhooks.infra import migrate
+from webhooks.web.front import INSTALL
+from webhooks.infra.config import Settings
 
 from .cpu import children as cpu_children
 

@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webhooks.ops import samples
-from webhooks.ops.load_report import percentile
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.traffic.report import percentile
+from webhooks.providers import signature
 
 _HEAD = (
     "POST /webhooks/stripe HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"

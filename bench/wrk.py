@@ -1,6 +1,6 @@
 """The compiled load generator: wrk with a Lua script over events signed just before its window.
 
-The Python generator (webhooks.ops.loadtest) costs several times the CPU of
+The Python generator (webhooks.traffic.sender) costs several times the CPU of
 a delivery's own HTTP work on the same cores; wrk costs a fraction of it, so
 the rows it drives measure the servers rather than the client. It cannot
 audit answers, so unique events/s is counted in the database (completed
@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhooks.ops import samples
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.providers import signature
 
 _SCRIPT = """
 local reqs = {}

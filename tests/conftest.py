@@ -18,12 +18,13 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from webhooks.service import migrate, signature
+from webhooks.infra import migrate
+from webhooks.providers import signature
 
-from webhooks.ops import samples
+from webhooks.traffic import samples
 from webhooks.app import create_app
-from webhooks.service.config import Settings
-from webhooks.service import embedded
+from webhooks.infra.config import Settings
+from webhooks.infra import embedded
 
 from tests import reliability, senders
 
@@ -247,8 +248,8 @@ SERVE = [sys.executable, "-m", "webhooks", "serve"]
 
 def require_front() -> None:
     """Skip (fail under WEBHOOKS_REQUIRE_FRONT, as in CI) where nginx is not installed."""
-    from webhooks.ops.serve import nginx_binary
-    from webhooks.service.serving import INSTALL
+    from webhooks.commands.serve import nginx_binary
+    from webhooks.web.front import INSTALL
 
     if nginx_binary(Settings.from_env()) is None:
         message = f"nginx not found: {INSTALL} (.ci/run does) to test the service through its front"

@@ -9,7 +9,7 @@ import requests
 from bench import framing
 from tests.conftest import signed_headers
 from tests.test_metrics import scrape
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 _MISLEADING = ("Traceback", '"exception"', "WORKER TIMEOUT", "SIGKILL", "front_error")
 

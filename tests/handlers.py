@@ -20,7 +20,7 @@ import time
 import psycopg
 
 from webhooks import fulfilment
-from webhooks.service import registry
+from webhooks.core import registry
 
 
 class ScriptedFailure(RuntimeError):

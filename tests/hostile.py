@@ -13,8 +13,8 @@ from typing import Callable
 
 from tests.conftest import SECRET, signed_headers
 from tests.senders import Sender
-from webhooks.ops import samples
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.providers import signature
 
 JSON_TYPE = "application/json; charset=utf-8"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from tests.stories import DAY, _invoice, business_state, fixture
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 PRE_BASIL = "2024-06-20"
 _DECISIONS = """

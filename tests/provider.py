@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import requests
 
 from tests.conftest import SECRET, signed_headers
-from webhooks.ops import samples
-from webhooks.service.http import PROVIDER
-from webhooks.ops.audit import audit
+from webhooks.traffic import samples
+from webhooks.web.app import PROVIDER
+from webhooks.traffic.audit import audit
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from webhooks.service import providers
-from webhooks.service.providers import Outgoing
+from webhooks import providers
+from webhooks.providers import Outgoing
 
 STANDARD_SECRET = "whsec_" + base64.b64encode(b"standard-primary-key-0123456789").decode()
 STANDARD_OTHER_SECRET = "whsec_" + base64.b64encode(b"standard-rotated-key-9876543210").decode()

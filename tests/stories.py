@@ -1,6 +1,6 @@
 """Event sequences of whole business objects, as Stripe sends them, and the state they leave.
 
-Card payments are built from `webhooks.ops.samples`; subscriptions from the
+Card payments are built from `webhooks.traffic.samples`; subscriptions from the
 sample files in tests/stripe_events/ with fresh ids. Every event carries a
 realistic `created`, which is what orders them; delivery order is the test's.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import post_event
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 FIXTURES = Path(__file__).resolve().parent / "stripe_events"
 DAY = 86_400

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from webhooks.ops.load_report import percentile
+from webhooks.traffic.report import percentile
 
 
 @dataclass

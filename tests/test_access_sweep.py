@@ -17,8 +17,8 @@ from tests.subscription_stories import MONTH, Story, at, dunning, jobs
 from tests.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)
 from tests.downstream import wait_until
 from tests.test_outbox import downstreams, workers  # noqa: F401  (fixtures: a downstream, outbox workers)
-from webhooks.stripe import access
-from webhooks.stripe.access import ACCESS_CHANGED
+from webhooks.domains.stripe import access
+from webhooks.domains.stripe.access import ACCESS_CHANGED
 
 
 def _past_due_within_grace(client) -> Story:

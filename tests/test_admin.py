@@ -12,8 +12,8 @@ from tests import conftest
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import Downstream, Worker, wait_until
 from tests.senders import STANDARD
-from webhooks.ops import samples
-from webhooks.service import outbox
+from webhooks.traffic import samples
+from webhooks.core import outbox
 
 TOKEN = "admin-token-for-tests-0123456789"
 BACKGROUND = (0xF6, 0xF7, 0xF9)  # the page's, from admin.html

@@ -2,8 +2,8 @@
 import pytest
 
 from tests.conftest import post_event, table_counts
-from webhooks.ops import samples
-from webhooks.service.config import Settings
+from webhooks.traffic import samples
+from webhooks.infra.config import Settings
 
 
 def _paid(api_version):

@@ -8,9 +8,11 @@ import time
 from tests import conftest
 from tests.conftest import post_event
 from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
-from webhooks.ops import backfill, cli, samples
-from webhooks.service.config import Settings
-from webhooks.service.db import open_pool
+from webhooks.commands import backfill
+from webhooks import commands as cli
+from webhooks.traffic import samples
+from webhooks.infra.config import Settings
+from webhooks.infra.db import open_pool
 
 TWO_DAYS_AGO = int(time.time()) - 2 * 86400
 

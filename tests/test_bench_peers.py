@@ -9,7 +9,7 @@ import requests
 
 from bench import servers, wrk
 from tests.conftest import SECRET, signed_headers
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def test_seed_handler_fulfils_each_payment_once_and_replays_duplicates(server_url, tmp_path):

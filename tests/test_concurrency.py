@@ -3,7 +3,7 @@ import pytest
 
 from tests.conftest import post_event, scripted_event, table_counts
 from tests.storm import release_together
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def _assert_exactly_once(db, results, event_ids):

@@ -9,8 +9,8 @@ import psycopg
 
 from tests.conftest import migrated_before, post_event, scripted_event
 from tests.test_operability import command, json_lines
-from webhooks.service import migrate
-from webhooks.service.logs import public_message
+from webhooks.infra import migrate
+from webhooks.infra.logs import public_message
 
 EMAIL = "jenny.rosen@example.com"
 TOKEN = "admin-token-for-tests-0123456789"

@@ -7,8 +7,8 @@ import stripe
 
 from tests.conftest import post_event, table_counts
 from tests.stories import business_state, fixture, fixture_bytes, scoped
-from webhooks.ops import samples
-from webhooks.service.config import Settings
+from webhooks.traffic import samples
+from webhooks.infra.config import Settings
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 THIN = "v1.billing.meter.error_report_triggered"

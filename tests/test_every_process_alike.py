@@ -17,7 +17,7 @@ from tests import conftest, shopify
 from tests.downstream import Downstream, Worker, wait_until
 from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from tests.test_thin_fetch import WORKER_ENV, thin_event
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 MARKER = {"WEBHOOK_ORDER_MARKER_KEY": "shop_order"}
 

@@ -34,9 +34,9 @@ from tests.provider import (
     status_counts,
 )
 from tests.reliability import sized
-from webhooks.ops import samples
-from webhooks.service.config import Settings
-from webhooks.service.db import open_pool
+from webhooks.traffic import samples
+from webhooks.infra.config import Settings
+from webhooks.infra.db import open_pool
 
 EXACTLY_ONCE = "every delivery 2xx after retries; every event completed; each payment fulfilled exactly once"
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.senders import GITHUB
-from webhooks.service.providers import Outgoing
+from webhooks.providers import Outgoing
 
 REPO = {"id": 1296269, "full_name": "octocat/Hello-World"}
 BODIES = {

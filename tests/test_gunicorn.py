@@ -7,7 +7,7 @@ import requests
 
 from tests.conftest import SECRET, OTHER_SECRET, scripted_event, signed_headers, table_counts
 from tests.storm import release_together, summary
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def _sender(url: str, body: bytes):

@@ -20,8 +20,8 @@ from tests.hostile import (
 )
 from tests.reliability import sized
 from tests.senders import SENDERS
-from webhooks.ops import samples
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.providers import signature
 
 
 def _expected_counts(before: dict[str, int], writes: dict[str, int]) -> dict[str, int]:
@@ -63,7 +63,7 @@ def test_each_providers_hostile_rows_get_their_status_and_write_nothing(gunicorn
 
 
 def _stripe_scheme_valid(body: bytes, header: str | None, now: float, tolerance: int = 300) -> bool:
-    """The test's own reading of Stripe's scheme, independent of webhooks.service.signature:
+    """The test's own reading of Stripe's scheme, independent of webhooks.providers.signature:
     HMAC-SHA256 of "{t}.{body}" under a configured secret equals a v1 item, for the
     first t item, signed no longer than `tolerance` ago."""
     if not header:

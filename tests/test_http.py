@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tests.conftest import post_event, signed_headers, table_counts
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 

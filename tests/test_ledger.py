@@ -6,8 +6,8 @@ import time
 import psycopg
 
 from tests.conftest import post_event, scripted_event, table_counts
-from webhooks.service import ledger
-from webhooks.ops import samples
+from webhooks.core import ledger
+from webhooks.traffic import samples
 
 
 def test_new_paid_event_is_fulfilled_and_recorded(client, db):

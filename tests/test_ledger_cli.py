@@ -6,7 +6,8 @@ import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
-from webhooks.ops import cli, samples
+from webhooks import commands as cli
+from webhooks.traffic import samples
 
 
 @pytest.fixture

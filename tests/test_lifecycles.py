@@ -6,7 +6,7 @@ import time
 from tests.conftest import post_event
 from tests.payment_stories import decisions, dispute_lifecycle, jobs, lifecycle_state, refund_lifecycle
 from tests.stories import deliver
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 NOW = int(time.time())
 

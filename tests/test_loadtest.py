@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from tests import conftest
-from webhooks.ops import loadtest
+from webhooks.traffic import sender as loadtest
 
 
 def run_command(server, database_url: str, *args: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from werkzeug.test import Client
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import wait_until
 from tests.senders import STANDARD
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def scrape(text: str) -> dict[tuple, float]:

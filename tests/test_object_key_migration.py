@@ -3,7 +3,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_before
-from webhooks.service import migrate
+from webhooks.infra import migrate
 
 BEFORE = "0013"
 

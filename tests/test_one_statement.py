@@ -7,8 +7,8 @@ import pytest
 from bench import pgbench
 from tests.conftest import post_event
 from tests.stories import CardPayment, card_payment, deliver
-from webhooks.ops import samples
-from webhooks.service import registry
+from webhooks.traffic import samples
+from webhooks.core import registry
 
 NOW = int(time.time())
 

@@ -16,7 +16,8 @@ import requests
 from tests import conftest
 from tests.conftest import ROOT, post_event, scripted_event
 from tests.downstream import Downstream, Worker, wait_until
-from webhooks.service import embedded, outbox
+from webhooks.infra import embedded
+from webhooks.core import outbox
 
 
 def command(*argv, cwd=ROOT, **env) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from tests.conftest import post_event
 from tests.payment_stories import PRE_BASIL, decisions, jobs, subscription_payments
 from tests.stories import card_payment, CardPayment, deliver, fixture
 from tests.storm import release_together
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 NOW = int(time.time())
 

@@ -9,8 +9,8 @@ import pytest
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
-from webhooks.service import outbox
-from webhooks.ops import samples
+from webhooks.core import outbox
+from webhooks.traffic import samples
 
 FAST_RETRIES = {
     "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,

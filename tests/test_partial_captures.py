@@ -17,7 +17,7 @@ from tests.payment_stories import CAPTURE_SHAPES, decisions, jobs, partial_captu
 from tests.stories import deliver
 from tests.storm import release_together
 from tests.test_orders import NOW, _payloads
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 SHAPES = {**CAPTURE_SHAPES, "basil": "2025-03-31.basil"}
 

@@ -10,8 +10,8 @@ import standardwebhooks
 
 from tests.conftest import post_event, table_counts
 from tests.senders import GITHUB, JSON_TYPE, SENDERS, STANDARD
-from webhooks.ops import samples
-from webhooks.service.providers import github
+from webhooks.traffic import samples
+from webhooks.providers import github
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 

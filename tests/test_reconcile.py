@@ -7,7 +7,9 @@ import pytest
 
 from tests.conftest import post_event
 from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
-from webhooks.ops import cli, reconcile_local, samples
+from webhooks import commands as cli
+from webhooks.commands import reconcile_local
+from webhooks.traffic import samples
 
 NOW = int(time.time())
 

@@ -6,8 +6,8 @@ import pytest
 
 from tests.conftest import post_event
 from tests.test_loadtest import run_command
-from webhooks.ops import samples, stripe_sender
-from webhooks.service import signature
+from webhooks.traffic import samples, stripe as stripe_sender
+from webhooks.providers import signature
 
 
 @pytest.fixture

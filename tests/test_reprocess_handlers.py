@@ -12,7 +12,7 @@ import sys
 import requests
 
 from tests.conftest import ROOT, scripted_event, signed_headers, table_counts
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def deliver(server, evt: dict) -> int:
@@ -79,7 +79,7 @@ def test_a_replaced_built_in_handler_is_not_swapped_back_in(gunicorn, database_u
     refused = reprocess(database_url, evt["id"], "--allow-ignored")  # no escape hatch for this
     assert refused.returncode == 2
     assert "its last attempt ran tests.replacement_handlers.fulfil_and_send_receipt" in refused.stderr
-    assert "this process would run webhooks.stripe." in refused.stderr
+    assert "this process would run webhooks.domains.stripe." in refused.stderr
     assert ledger_status(db, evt["id"]) is None and table_counts(db)["fulfilments"] == 0
 
 

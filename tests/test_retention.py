@@ -7,7 +7,9 @@ import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
-from webhooks.ops import cli, retention, samples
+from webhooks import commands as cli
+from webhooks.commands import prune as retention
+from webhooks.traffic import samples
 
 
 @pytest.fixture

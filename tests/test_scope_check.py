@@ -1,8 +1,8 @@
 """The Connect scope check that every business row's handler runs."""
-from webhooks.ops import samples
-from webhooks.service.events import parse
-from webhooks.service.metrics import SCOPE_CONFLICTS
-from webhooks.stripe import scope
+from webhooks.traffic import samples
+from webhooks.core.events import parse
+from webhooks.web.metrics import SCOPE_CONFLICTS
+from webhooks.domains.stripe import scope
 
 
 def _event(account=None):

@@ -16,8 +16,8 @@ from psycopg.conninfo import make_conninfo
 from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event
 from tests.hostile import CATALOGUE, send, signed
 from tests.provider import Provider
-from webhooks.ops import samples
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.providers import signature
 
 # A password the server never asks for (trust auth), so it can only reach
 # the logs through the service.

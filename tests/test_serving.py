@@ -14,7 +14,7 @@ from bench import framing, slow_clients
 from tests.conftest import ROOT, SECRET, SERVE, Gunicorn, service_env, signed_headers, table_counts
 from tests.front import address, assert_quiet, deliver, healthz, refusals
 from tests.reliability import sized
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 
 def test_slow_clients_hold_no_thread_and_never_stall_deliveries(front, db, figures):

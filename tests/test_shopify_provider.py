@@ -8,7 +8,7 @@ from tests.shopify import (  # noqa: F401  (fixtures)
     SHOP, SHOPIFY_OTHER_SECRET, SHOPIFY_SECRET, headers, hmac_header, order, post, shopify,
     shopify_app,
 )
-from webhooks.service.providers import Outgoing, get
+from webhooks.providers import Outgoing, get
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
@@ -55,7 +55,7 @@ def test_the_rotated_secret_is_accepted_too(shopify, db):
 
 def test_the_same_event_id_under_stripe_and_shopify_is_two_events(shopify, db):
     from tests.conftest import post_event
-    from webhooks.ops import samples
+    from webhooks.traffic import samples
     evt = samples.event("test.other", {"id": "obj_1"})
     assert post_event(shopify, evt).status_code == 200
     assert post(shopify, "products/update", {"id": 1}, event_id=evt["id"]).status_code == 200

@@ -20,7 +20,7 @@ from tests.shopify import (  # noqa: F401  (fixtures)
     SHOP, cancelled, fulfilments, jobs, order, post, refund, shopify, shopify_app,
 )
 from tests.storm import release_together
-from webhooks.service import migrate
+from webhooks.infra import migrate
 
 OTHER_SHOPS = ["evil-1.myshopify.com", "evil-2.myshopify.com", "evil-3.myshopify.com"]
 BOB_EMAIL = "bob.norman@mail.example.com"

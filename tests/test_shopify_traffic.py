@@ -3,8 +3,8 @@ from collections import Counter
 
 from tests.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.storm import release_together
-from webhooks.ops import shopify_traffic, traffic
-from webhooks.service.providers import get
+from webhooks.traffic import shopify as shopify_traffic, plugin as traffic
+from webhooks.providers import get
 
 
 def _deliver(client, body, out):

@@ -4,8 +4,8 @@ import time
 import pytest
 
 from tests.conftest import OTHER_SECRET, SECRET, post_event, signed_headers, table_counts
-from webhooks.ops import samples
-from webhooks.service import signature
+from webhooks.traffic import samples
+from webhooks.providers import signature
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 

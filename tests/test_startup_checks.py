@@ -9,8 +9,8 @@ import requests
 
 from tests import conftest
 from tests.conftest import Gunicorn, signed_headers
-from webhooks.ops import samples
-from webhooks.service import migrate
+from webhooks.traffic import samples
+from webhooks.infra import migrate
 
 
 def log_lines(server: Gunicorn) -> list[dict]:

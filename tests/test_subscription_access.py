@@ -14,9 +14,9 @@ from tests.stories import DAY, deliver
 from tests.subscription_stories import (
     AFTER_RETRIES, HOUR, MONTH, RETRIES_END, Story, access_at, dunning, jobs, pre_basil, renewal,
 )
-from webhooks.stripe import access
-from webhooks.stripe.access import ACCESS_CHANGED
-from webhooks.stripe.subscriptions import TRIAL_ENDING_JOB
+from webhooks.domains.stripe import access
+from webhooks.domains.stripe.access import ACCESS_CHANGED
+from webhooks.domains.stripe.subscriptions import TRIAL_ENDING_JOB
 
 START = 1_780_000_000  # a fixed calendar: these tests never read the clock
 MINUTE = 60

@@ -12,7 +12,7 @@ from tests.subscription_stories import (
     DAY, MONTH, Story, jobs, lifecycle, dunning, retag, state,
 )
 from tests.test_delivery_property import _deliver_concurrently
-from webhooks.stripe.access import ACCESS_CHANGED
+from webhooks.domains.stripe.access import ACCESS_CHANGED
 
 START = 1_780_000_000
 PROBES = (START + MONTH + DAY, START + MONTH + 5 * DAY, START + 2 * MONTH + 1)

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import migrated_before
 from tests.stories import deliver
 from tests.subscription_stories import Story, access_at, dunning, renewal
-from webhooks.service import migrate
+from webhooks.infra import migrate
 
 START = 1_780_000_000
 

@@ -9,10 +9,11 @@ from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
 from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
-from webhooks.ops import fetch, samples
-from webhooks.service import outbox
-from webhooks.service.config import Settings
-from webhooks.stripe import thin
+from webhooks.worker import fetch
+from webhooks.traffic import samples
+from webhooks.core import outbox
+from webhooks.infra.config import Settings
+from webhooks.domains.stripe import thin
 
 WORKER_ENV = {
     "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,
@@ -177,7 +178,7 @@ def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(database_url, 
 def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
     database_url, db, stand_in
 ):
-    from webhooks.service.events import parse
+    from webhooks.core.events import parse
 
     evt = samples.payment_events()[1]
     intent = evt["data"]["object"]

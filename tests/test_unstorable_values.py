@@ -17,7 +17,7 @@ from tests.shopify import job_payloads as shopify_jobs, order, post
 from tests.shopify import shopify, shopify_app  # noqa: F401  (fixtures)
 from tests.stories import async_payment
 from tests.test_orders import _payloads
-from webhooks.ops import samples
+from webhooks.traffic import samples
 
 NOW = int(time.time())
 UNSTORABLE = {

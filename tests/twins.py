@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import migrated_schema, service_env
 from webhooks.app import create_app
-from webhooks.service.config import Settings
+from webhooks.infra.config import Settings
 
 
 @dataclass

@@ -1,5 +1,5 @@
 import sys
 
-from webhooks.ops.cli import main
+from webhooks.commands import main
 
 sys.exit(main())

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import fulfilment, github  # noqa: F401  (register the built-in Stripe and GitHub handlers)
-from .ops import admin
-from .service import http, providers
-from .service.config import Settings
-from .service.db import database_url
-from .stripe import access, orders
-from .shopify import orders as shopify_orders, privacy, refunds  # noqa: F401  (they register)
+from . import fulfilment  # noqa: F401  (register the built-in Stripe and GitHub handlers)
+from webhooks.domains import github
+from webhooks.web import admin
+from webhooks.web import app as http
+from . import providers
+from webhooks.infra.config import Settings
+from webhooks.infra.db import database_url
+from webhooks.domains.stripe import access, orders
+from webhooks.domains.shopify import orders as shopify_orders, privacy, refunds  # noqa: F401  (they register)
 
 
 def create_app(settings: Settings | None = None) -> Flask:

@@ -7,7 +7,7 @@ module per business object and register when this module is imported.
 """
 from __future__ import annotations
 
-from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
+from webhooks.core.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     ALREADY_FULFILLED,
     AWAITING_PAYMENT,
     FULFILLED,
@@ -15,8 +15,15 @@ from .service.outcomes import (  # noqa: F401  (the vocabulary handlers return)
     NOTIFIED,
     SUPERSEDED,
 )
-from .stripe import (  # noqa: F401  (they register)
-    checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin,
+from webhooks.domains.stripe import (  # noqa: F401  (they register)
+    checkout,
+    disputes,
+    fraud_warnings,
+    intents,
+    invoices,
+    refunds,
+    subscriptions,
+    thin,
 )
-from .stripe.orders import fulfil_payment  # noqa: F401
-from .service.registry import Handler, handles, load, run  # noqa: F401
+from webhooks.domains.stripe.orders import fulfil_payment  # noqa: F401
+from webhooks.core.registry import Handler, handles, load, run  # noqa: F401

@@ -1,0 +1,180 @@
+"""`python -m webhooks reconcile --since 7d`: what Stripe says happened against the local tables.
+
+Lists succeeded PaymentIntents, completed Checkout Sessions, refunds,
+disputes and paid invoices created in the window (platform and each
+configured connected account) and reports, matching by object id:
+- missing_locally: at Stripe, no local row (a missed or failed event);
+- missing_at_stripe: a local row Stripe answers 404 for;
+- state_differs: a local row whose object Stripe says is in another state.
+A local row Stripe did not list (created before the window) is looked up
+one by one. Exits 1 on any drift so cron can alert. Never writes: the fix
+is `backfill` or `events reprocess`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from . import durations, reconcile_local as local, table
+from webhooks.domains.stripe import api as stripe_api
+from webhooks.infra.config import Settings
+from webhooks.infra.db import connect
+
+MISSING_LOCALLY, MISSING_AT_STRIPE, STATE_DIFFERS = "missing_locally", "missing_at_stripe", "state_differs"
+_PAID_SESSION = ("paid", "no_payment_required")
+
+
+@dataclass(frozen=True)
+class Drift:
+    kind: str
+    drift: str
+    id: str
+    account: str
+    detail: str
+
+
+def _paid_intent(pi: dict) -> str | None:
+    return pi["id"] if pi.get("status") == "succeeded" else None
+
+
+def _paid_session(session: dict) -> str | None:
+    if session.get("mode", "payment") != "payment" or session.get("payment_status") not in _PAID_SESSION:
+        return None
+    # Payments are keyed by the payment intent, or the session when it has none.
+    return session.get("payment_intent") or session["id"]
+
+
+def _succeeded(refund: dict) -> str | None:
+    return refund["id"] if refund.get("status") == "succeeded" else None
+
+
+def _listed(obj: dict) -> str:
+    return obj["id"]
+
+
+# (local kind, list path, filters beyond the window, the local id an object stands for)
+SOURCES = (
+    ("payment", "/v1/payment_intents", {}, _paid_intent),
+    ("payment", "/v1/checkout/sessions", {"status": "complete"}, _paid_session),
+    ("refund", "/v1/refunds", {}, _succeeded),
+    ("dispute", "/v1/disputes", {}, _listed),
+    ("invoice", "/v1/invoices", {"status": "paid"}, _listed),
+)
+_RETRIEVE = {
+    "payment": {"pi_": "/v1/payment_intents/", "cs_": "/v1/checkout/sessions/",
+                   "ch_": "/v1/charges/", "py_": "/v1/charges/"},
+    "refund": {"": "/v1/refunds/"},
+    "dispute": {"": "/v1/disputes/"},
+    "invoice": {"": "/v1/invoices/"},
+}
+# What Stripe must say of an object for its local row to be right.
+_AGREES = {
+    "payment_intent": lambda o: o.get("status") == "succeeded",
+    "checkout.session": lambda o: o.get("payment_status") in _PAID_SESSION,
+    "charge": lambda o: o.get("status") == "succeeded",
+    "refund": lambda o: o.get("status") == "succeeded",
+    "invoice": lambda o: o.get("status") == "paid",
+}
+
+
+def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str, tuple[str, dict]]]:
+    """kind -> local id -> (account, Stripe object), for every account."""
+    expected: dict[str, dict[str, tuple[str, dict]]] = defaultdict(dict)
+    window = {"gte": int(since.timestamp())}
+    for account in stripe_api.accounts(settings):
+        for kind, path, filters, local_id in SOURCES:
+            for obj in stripe_api.list_all(api, path, account=account, created=window, **filters):
+                key = local_id(obj)
+                if key:
+                    expected[kind][key] = (account or "", obj)
+    return expected
+
+
+def _refunded_payment(refund: dict) -> str | None:
+    # The key of the local payment row (see stripe.refunds): the intent, else the charge.
+    return refund.get("payment_intent") or refund.get("charge")
+
+
+def _uncovered_refunds(conn, missing: list[str], refunds: dict[str, tuple[str, dict]]) -> list[str]:
+    """Refunds with no row whose amount is not in their payment's amount_refunded either."""
+    owed: dict[str, int] = defaultdict(int)
+    for _, refund in refunds.values():
+        owed[_refunded_payment(refund)] += refund.get("amount") or 0
+    recorded = local.refunded(conn, list(owed))
+    uncovered = []
+    for refund_id in missing:
+        payment = _refunded_payment(refunds[refund_id][1])
+        if recorded.get(payment, 0) < owed[payment]:
+            uncovered.append(refund_id)
+    return uncovered
+
+
+def _look_up(api, kind: str, object_id: str, account: str) -> Drift | None:
+    """A local row Stripe did not list: 404, another state, or fine (older than the window)."""
+    path = next((p for prefix, p in _RETRIEVE[kind].items() if object_id.startswith(prefix)), None)
+    if path is None:
+        return Drift(kind, MISSING_AT_STRIPE, object_id, account, "not an id Stripe's API can look up")
+    try:
+        obj = stripe_api.get(api, path + object_id, account=account or None)
+    except stripe_api.NotFound:
+        return Drift(kind, MISSING_AT_STRIPE, object_id, account, "Stripe answers 404")
+    agrees = _AGREES.get(obj.get("object"), lambda o: True)
+    if agrees(obj):
+        return None
+    state = obj.get("payment_status") or obj.get("status")
+    return Drift(kind, STATE_DIFFERS, object_id, account, f"Stripe's {obj.get('object')} is {state}")
+
+
+def compare(conn, api, expected, since: datetime) -> list[Drift]:
+    drifts = []
+    for kind in local.TABLES:
+        at_stripe = expected.get(kind, {})
+        have = local.present(conn, kind, list(at_stripe))
+        missing = [object_id for object_id in at_stripe if object_id not in have]
+        if kind == "refund":
+            missing = _uncovered_refunds(conn, missing, at_stripe)
+        for object_id in missing:
+            account, obj = at_stripe[object_id]
+            detail = f"{obj.get('object')} {obj['id']} at Stripe, no local row in that state"
+            drifts.append(Drift(kind, MISSING_LOCALLY, object_id, account, detail))
+        for object_id, account in local.recent(conn, kind, since):
+            if object_id not in at_stripe:
+                drift = _look_up(api, kind, object_id, account)
+                drifts += [drift] if drift else []
+    return sorted(drifts, key=lambda d: (d.kind, d.drift, d.id))
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    try:
+        api = stripe_api.client(settings)
+        expected = stripe_side(api, settings, args.since)
+        with connect(settings) as conn:
+            local.read_only(conn)
+            drifts = compare(conn, api, expected, args.since)
+    except (stripe_api.ApiNotConfigured, stripe_api.ApiFailed) as exc:
+        print(f"reconcile: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([dataclasses.asdict(d) for d in drifts], indent=2))
+    elif drifts:
+        rows = [[d.kind, d.drift, d.id, d.account or "-", d.detail] for d in drifts]
+        print(table.render(["kind", "drift", "id", "account", "detail"], rows))
+    else:
+        print(f"no drift since {args.since.isoformat(timespec='seconds')}")
+    return 1 if drifts else 0
+
+
+def register(commands) -> None:
+    reconcile = commands.add_parser(
+        "reconcile", help="compare Stripe's payments, refunds, disputes, invoices with ours (read only)"
+    )
+    reconcile.add_argument("--since", type=durations.instant, required=True,
+                           help="a span back from now (7d) or an ISO time")
+    reconcile.add_argument("--json", action="store_true", help="the drift as JSON")
+    reconcile.set_defaults(func=_reconcile)

@@ -1,0 +1,226 @@
+"""`python -m webhooks serve` (bin/serve, the Procfile's `web:`): migrate, then nginx in front of gunicorn.
+
+nginx listens on HOST:PORT and hands gunicorn whole requests over a Unix
+socket (webhooks/web/front.py); gunicorn also listens on
+METRICS_HOST:METRICS_PORT, the scraper's, for /metrics. Without nginx,
+gunicorn alone serves 127.0.0.1 only, and the command says so: exposed by
+itself, a thread-per-request server is held by any client that sends slowly.
+
+With DATABASE_URL unset it starts the embedded PostgreSQL, and stops it
+again on exit if it was this command that started it.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import errno
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+from .errors import CommandError
+
+from webhooks.infra import embedded, migrate
+from webhooks.web import front as serving
+from webhooks.infra.config import Settings
+
+log = structlog.get_logger(__name__)
+
+# Debian puts nginx in /usr/sbin, which is not on every user's PATH.
+_NGINX_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+_LOOPBACK = "127.0.0.1"
+_START_TIMEOUT_S = 30.0
+# gunicorn's graceful_timeout (gunicorn.conf.py) and a margin, for each process to stop.
+_STOP_TIMEOUT_S = 25.0
+
+
+def nginx_binary(settings: Settings) -> str | None:
+    return shutil.which(settings.nginx, path=_NGINX_PATH)
+
+
+def check_port_free(host: str, port: int, setting: str = "PORT") -> None:
+    """Fail before any start-up work if another process listens there."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        # As nginx and gunicorn bind: a port left in TIME_WAIT by a stopped server is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"port {port} is already in use on {host}: stop what listens there, or set {setting}"
+                ) from None
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+class Served:
+    """gunicorn, and nginx in front of it when `nginx` is given: started together, stopped together.
+
+    `env` is gunicorn's environment, and the settings the front is rendered from; gunicorn
+    writes its log to `output` (default: this process's stdout and stderr).
+    """
+
+    def __init__(self, env: dict[str, str], nginx: str | None, output=None):
+        self.env, self.nginx, self.output = dict(env), nginx, output
+        self.front_dir: Path | None = None
+        self._procs: list[tuple[str, subprocess.Popen]] = []
+        self._front_said: collections.deque[str] = collections.deque(maxlen=1)
+
+    def __enter__(self) -> "Served":
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _start(self) -> None:
+        if self.nginx:
+            self.front_dir = Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+            # Started as root, nginx's workers run as nobody and must reach the socket.
+            self.front_dir.chmod(0o711)
+            self.env["WEBHOOK_FRONT_DIR"] = str(self.front_dir)
+        gunicorn = self._spawn("gunicorn", [
+            sys.executable, "-m", "gunicorn", "--config", str(embedded.ROOT / "gunicorn.conf.py"), "wsgi:app",
+        ], stdout=self.output, stderr=self.output)
+        if not self.nginx:
+            return
+        self._until(lambda: serving.socket_path(self.front_dir).exists(), gunicorn,
+                    "gunicorn exited before it listened (its log is above)")
+        settings = Settings.from_env(self.env)
+        fitted = serving.fitted_connections(settings.front_connections)
+        if fitted < settings.front_connections:
+            log.warning("front_connections_lowered", connections=fitted, wanted=settings.front_connections,
+                        reason="the open-file limit holds two descriptors per connection")
+        config = self.front_dir / serving.CONFIG
+        config.write_text(serving.nginx_config(settings, self.front_dir))
+        front = self._spawn("nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)],
+                            stderr=subprocess.PIPE)
+        threading.Thread(target=self._relay, args=(front.stderr,), daemon=True).start()
+        address = (_LOOPBACK if settings.host in ("0.0.0.0", "::") else settings.host, settings.port)
+        self._until(lambda: _accepts(address), front,
+                    lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}")
+
+    def process(self, name: str) -> subprocess.Popen:
+        """The started "gunicorn" or "nginx"."""
+        return next(proc for started, proc in self._procs if started == name)
+
+    def _spawn(self, name: str, argv: list[str], **kwargs) -> subprocess.Popen:
+        proc = subprocess.Popen(argv, cwd=embedded.ROOT, env=self.env, **kwargs)
+        self._procs.append((name, proc))
+        return proc
+
+    def _relay(self, stream) -> None:
+        """nginx's own lines (crit and worse) as our JSON lines."""
+        for raw in stream:
+            line = raw.decode(errors="replace").strip()
+            self._front_said.append(line)
+            log.error("front_error", message=line)
+
+    @staticmethod
+    def _until(ready, proc: subprocess.Popen, failure) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not ready():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                time.sleep(0.1)  # the relay thread's last line
+                raise CommandError(failure() if callable(failure) else failure)
+            time.sleep(0.05)
+
+    def wait(self) -> int:
+        """Until Ctrl-C or TERM (0), or until one of the processes exits on its own (1)."""
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(0.2):
+            for name, proc in self._procs:
+                if proc.poll() is not None:
+                    log.error("process_exited", process=name, code=proc.returncode)
+                    return 1
+        return 0
+
+    def stop(self) -> None:
+        """The front first, letting it finish what it has sent on; then gunicorn; then the front's folder."""
+        for name, proc in reversed(self._procs):
+            # QUIT is nginx's graceful stop; TERM is gunicorn's.
+            proc.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
+            try:
+                proc.wait(timeout=_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+        if self.front_dir is not None:
+            shutil.rmtree(self.front_dir, ignore_errors=True)
+
+
+def _accepts(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _database(settings: Settings):
+    """The URL, and the embedded folder to stop at exit if this command started its server."""
+    if settings.database_url:
+        return settings.database_url, None
+    folder = embedded.pgdata(settings.data_dir)
+    started_here = not embedded.running(folder)
+    log.info("embedded_database_starting" if started_here else "embedded_database_found",
+             data_dir=str(folder))
+    url = embedded.url(folder)
+    log.info("embedded_database_ready", data_dir=str(folder), url=url,
+             psql="python -m webhooks db psql")
+    return url, folder if started_here else None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    port = args.port or settings.port
+    nginx = nginx_binary(settings)
+    host = settings.host
+    if nginx is None and host != _LOOPBACK:
+        print(f"serve: nginx is not installed ({serving.INSTALL}), so gunicorn alone serves "
+              f"{_LOOPBACK}:{port} only, not {host}:{port}", file=sys.stderr)
+        host = _LOOPBACK
+    check_port_free(host, port)
+    check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
+    url, started = _database(settings)
+    try:
+        applied = migrate.migrate(url)
+        log.info("migrations_applied", applied=applied, latest=migrate.latest_version())
+        # gunicorn inherits the resolved URL, so it never starts a second embedded server.
+        env = {**os.environ, "DATABASE_URL": url, "HOST": host, "PORT": str(port)}
+        with Served(env, nginx) as served:
+            shown = "localhost" if host in ("0.0.0.0", "::") else host
+            base = f"http://{shown}:{port}"
+            log.info("serving", url=base, webhook=f"{base}/webhooks/stripe", front="nginx" if nginx else None,
+                     metrics=f"http://{settings.metrics_host}:{settings.metrics_port}/metrics")
+            return served.wait()
+    finally:
+        if started is not None:
+            embedded.stop(started)
+            log.info("embedded_database_stopped", data_dir=str(started))
+
+
+def register(commands) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="migrate and serve: nginx in front of gunicorn "
+        "(an embedded PostgreSQL in <project>/.data/pg when DATABASE_URL is unset)",
+    )
+    serve.add_argument("--port", type=int, help="listen port (default: $PORT or 8000)")
+    serve.set_defaults(func=_serve)

@@ -1,0 +1,177 @@
+"""The webhook_events ledger: claiming an event id, completing it, reading it back.
+
+Every function takes a connection already inside the caller's transaction,
+except `record_failure`, which must not be (see its docstring).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.rows import class_row
+
+from webhooks.infra import db
+from . import registry
+from .events import Event
+from webhooks.infra.logs import public_message
+
+# The claim and completion are SQL functions (migrations/0024), because
+# the one-statement delivery of a payment success runs them too. A claim is
+# completed at once (status, outcome, answer) when the answer is known
+# before any handler runs; else 'processing' until `complete`.
+CLAIM_COLUMNS = "(claim).ledger_id, (claim).held_status, (claim).held_response_status, " \
+    "(claim).held_response_body, (claim).held_event_type"
+_CLAIM = f"""
+SELECT {CLAIM_COLUMNS}
+FROM webhooks_claim(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::smallint, %s) AS claim
+"""
+
+_COMPLETE = "SELECT webhooks_complete(%s, %s, %s::smallint, %s)"
+
+_RECORD_FAILURE = """
+INSERT INTO webhook_failures
+    (provider, event_id, event_type, error_class, error_message, payload, handler)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+class EventIdReused(Exception):
+    """The event id is claimed by an event of another type: not a redelivery of this one.
+
+    Answering it as a replay would drop this event without a trace. A
+    provider should never do this (Stripe's and GitHub's ids are unique;
+    Shopify's docs say one event id means one event, though its libraries
+    call the webhook id the idempotency key), so it is refused loudly and
+    recorded, for an operator to look at.
+    """
+
+    error = "event_id_reused"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The answer given when the event was completed."""
+
+    status: int
+    body: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim's result: the new row's id, or else the answer the row holding the id gave.
+
+    `held` is None when there is no completed answer to replay: the row that
+    beat ours can have been pruned, or never committed, by the time it was read.
+    """
+
+    ledger_id: int | None
+    held: Stored | None = None
+
+
+def claim(
+    conn: psycopg.Connection, provider: str, event: Event,
+    completed: tuple[str, Stored] | None = None,
+) -> Claim:
+    """Insert the ledger row, or read the one that holds the event id, in one statement.
+
+    With `completed` (outcome, answer) the row is written completed, for an
+    event whose answer is known without running a handler.
+
+    If another transaction holds an uncommitted claim on the same id, this
+    blocks until that transaction ends or the session's lock_timeout fires
+    (LockNotAvailable), which is what bounds a duplicate's wait.
+    """
+    row = db.cursor(conn).execute(
+        _CLAIM, [*claim_fields(provider, event), *_completion(completed)]
+    ).fetchone()
+    return claimed(event, row)
+
+
+def claimed(event: Event, row: tuple) -> Claim:
+    """The Claim from a claim function's CLAIM_COLUMNS.
+
+    Event ids are unique across Stripe, so the event that reaches us under
+    two scopes (an organisation destination's `context`, a plain endpoint)
+    is one event, answered once. A completed row of another type under the
+    id raises EventIdReused.
+    """
+    ledger_id, status, response_status, body, held_type = row
+    if ledger_id is not None:
+        return Claim(ledger_id)
+    if status != "completed":
+        return Claim(None)
+    if held_type is not None and event.type is not None and held_type != event.type:
+        raise EventIdReused(f"{event.id} is already the id of a {held_type} event, not of this {event.type}")
+    return Claim(None, Stored(status=response_status, body=body))
+
+
+def claim_fields(provider: str, event: Event) -> list:
+    """The row's own fields, in the order every claim function takes them."""
+    return [provider, event.id, event.type, event.account_key, event.livemode, event.created, event.raw]
+
+
+def _completion(completed: tuple[str, Stored] | None) -> list:
+    if completed is None:
+        return ["processing", None, None, None]
+    outcome, stored = completed
+    return ["completed", outcome, stored.status, stored.body]
+
+
+def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
+    db.cursor(conn).execute(_COMPLETE, [ledger_id, outcome, stored.status, stored.body])
+
+
+def record_failure(
+    conn: psycopg.Connection, provider: str, event: Event, error: BaseException
+) -> None:
+    """Write a failed attempt on `conn`, which must not be in the aborted claim.
+
+    A write inside the transaction that failed is refused (25P02) or rolled
+    back with it; this has to be its own transaction on a healthy connection.
+    """
+    conn.execute(
+        _RECORD_FAILURE,
+        [
+            provider, event.id, event.type, type(error).__name__, public_message(error)[:2000],
+            event.raw, registry.handler_name(event.type, provider),
+        ],
+    )
+
+
+_STORED_EVENTS = """
+SELECT event_id, event_type, account, payload
+FROM webhook_events
+WHERE provider = %(provider)s
+  AND (%(ids)s::text[] IS NULL OR event_id = ANY(%(ids)s))
+  AND (%(types)s::text[] IS NULL OR event_type = ANY(%(types)s))
+  AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s)
+ORDER BY received_at, id
+LIMIT %(limit)s
+"""
+
+
+def stored_events(
+    conn: psycopg.Connection,
+    provider: str,
+    *,
+    ids: list[str] | None = None,
+    types: list[str] | None = None,
+    since=None,
+    until=None,
+    limit: int | None = None,
+) -> list[StoredEvent]:
+    """The matching events, oldest first, each with its raw payload as received.
+
+    A criterion left as None does not filter.
+    """
+    params = dict(provider=provider, ids=ids, types=types, since=since, until=until, limit=limit)
+    return conn.cursor(row_factory=class_row(StoredEvent)).execute(_STORED_EVENTS, params).fetchall()
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    event_id: str
+    event_type: str | None
+    account: str | None
+    payload: str

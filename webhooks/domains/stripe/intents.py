@@ -1,0 +1,48 @@
+"""PaymentIntents: their success and failure, and the invoice one of them pays.
+
+Before API 2025-03-31 (basil) a PaymentIntent that pays an invoice names it
+(`invoice`); basil dropped the field, and `invoice_payment.paid` links the
+two instead.
+"""
+from __future__ import annotations
+
+import psycopg
+
+from webhooks.core.events import Event
+from webhooks.core.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.registry import handles
+from .orders import Success, mark_invoice_payment, succeeded, success
+from .payments import note, payment_id_of
+
+
+def _success(event: Event) -> Success:
+    intent = event.object
+    return success(
+        event, payment_id_of(intent.get("id")), intent.get("amount_received"),
+        intent.get("currency"), intent_metadata=intent.get("metadata") or {},
+        customer=intent.get("customer"), invoice_id=intent.get("invoice"),
+    )
+
+
+@handles("payment_intent.succeeded", one_statement=_success)
+def payment_intent_succeeded(conn: psycopg.Connection, event: Event) -> str:
+    return succeeded(conn, event, _success(event))
+
+
+@handles("payment_intent.payment_failed")
+def payment_intent_failed(conn: psycopg.Connection, event: Event) -> str:
+    intent = event.object
+    payment_id = payment_id_of(intent.get("id"))
+    applied = note(
+        conn, event, payment_id, "failed", intent.get("amount"), intent.get("currency"),
+        invoice_id=intent.get("invoice"),
+    ).status_applied
+    return PAYMENT_FAILED if applied else SUPERSEDED
+
+
+@handles("invoice_payment.paid")
+def invoice_payment_paid(conn: psycopg.Connection, event: Event) -> str:
+    """Basil and later: the invoice payment names the PaymentIntent that paid the invoice."""
+    payment = event.object.get("payment") or {}
+    mark_invoice_payment(conn, event, payment.get("payment_intent"))
+    return INVOICE_PAYMENT

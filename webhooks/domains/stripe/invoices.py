@@ -1,0 +1,119 @@
+"""Subscription invoices: each paid invoice fulfilled once, its period extending access.
+
+Invoices link to their subscription through
+`parent.subscription_details.subscription` (API 2025-03-31 "basil" and
+later; older versions put `subscription` on the invoice itself). An invoice's
+status follows its events in `created` order, and the subscription's
+paid-through date only grows, so both end the same whatever order the
+events arrive in.
+
+Lock order: the invoice's row, then its subscription's (`access.tracking`),
+then its payment's (`mark_invoice_payment`); subscription events lock only the
+subscription's and payment events never lock an invoice, so none deadlock.
+"""
+from __future__ import annotations
+
+import psycopg
+
+from webhooks.core.events import Event, require_created, require_id, timestamp
+from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.registry import handles
+from . import access
+from .orders import mark_invoice_payment
+
+# Ties (same second): a paid invoice stays paid.
+_STATUS_RANK = {"payment_failed": 0, "paid": 1}
+
+_CLAIM_INVOICE = """
+INSERT INTO invoices AS i (invoice_id, account) VALUES (%s, %s)
+ON CONFLICT (invoice_id) DO UPDATE SET account = i.account
+RETURNING account
+"""
+
+_SET_INVOICE = """
+UPDATE invoices AS i
+SET status = %(status)s, status_rank = %(rank)s, status_at = %(at)s,
+    subscription_id = coalesce(%(subscription_id)s, i.subscription_id),
+    amount_due = %(amount_due)s, amount_paid = %(amount_paid)s, currency = %(currency)s,
+    attempt_count = %(attempt_count)s, updated_at = now()
+WHERE i.invoice_id = %(invoice_id)s
+  AND (i.status_at IS NULL OR (%(at)s, %(rank)s) >= (i.status_at, i.status_rank))
+RETURNING status
+"""
+
+_FULFIL_INVOICE = """
+INSERT INTO invoice_fulfilments
+    (invoice_id, account, subscription_id, event_id, amount_paid, currency,
+     period_start, period_end)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (invoice_id) DO NOTHING
+RETURNING id
+"""
+
+_EXTEND = """
+UPDATE subscriptions
+SET paid_through = greatest(paid_through, %s), updated_at = now()
+WHERE subscription_id = %s
+"""
+
+
+def subscription_of(invoice: dict) -> str | None:
+    details = (invoice.get("parent") or {}).get("subscription_details") or {}
+    subscription = details.get("subscription") or invoice.get("subscription")
+    return require_id(subscription, "subscription id") if subscription else None
+
+
+def _service_period(invoice: dict) -> tuple:
+    """The span the invoice's lines pay for (the invoice's own period_* is the previous one)."""
+    periods = [line.get("period") or {} for line in (invoice.get("lines") or {}).get("data") or []]
+    starts = [p["start"] for p in periods if isinstance(p.get("start"), int)]
+    ends = [p["end"] for p in periods if isinstance(p.get("end"), int)]
+    return (timestamp(min(starts)) if starts else None, timestamp(max(ends)) if ends else None)
+
+
+def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
+    """Claim the invoice's row, then record `status` unless a newer event set one."""
+    invoice = event.object
+    invoice_id = require_id(invoice.get("id"), "invoice id")
+    access.claim_row(conn, event, _CLAIM_INVOICE, "invoice", invoice_id)
+    row = conn.execute(
+        _SET_INVOICE,
+        {
+            "invoice_id": invoice_id,
+            "subscription_id": subscription_of(invoice),
+            "status": status,
+            "rank": _STATUS_RANK[status],
+            "at": require_created(event),
+            "amount_due": invoice.get("amount_due"),
+            "amount_paid": invoice.get("amount_paid"),
+            "currency": invoice.get("currency"),
+            "attempt_count": invoice.get("attempt_count"),
+        },
+    ).fetchone()
+    return row is not None
+
+
+@handles("invoice.paid")
+def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
+    invoice = event.object
+    _set_invoice(conn, event, "paid")
+    subscription = subscription_of(invoice)
+    start, end = _service_period(invoice)
+    row = conn.execute(
+        _FULFIL_INVOICE,
+        [invoice["id"], event.account_key, subscription, event.id, invoice.get("amount_paid"),
+         invoice.get("currency"), start, end],
+    ).fetchone()
+    if subscription:
+        with access.tracking(conn, event, subscription):
+            conn.execute(_EXTEND, [end, subscription])
+    # Last: the payment's row is locked after the invoice's and the subscription's.
+    mark_invoice_payment(conn, event, invoice.get("payment_intent"))  # pre-basil only
+    return FULFILLED if row else ALREADY_FULFILLED
+
+
+@handles("invoice.payment_failed")
+def invoice_payment_failed(conn: psycopg.Connection, event: Event) -> str:
+    # Access is not touched: Stripe's retries run with the subscription
+    # `past_due`, and its customer.subscription.updated/deleted says how they ended.
+    return PAYMENT_FAILED if _set_invoice(conn, event, "payment_failed") else SUPERSEDED

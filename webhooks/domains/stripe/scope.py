@@ -1,0 +1,61 @@
+"""Connect scope as a checked attribute of an object, never part of its key.
+
+The account an event is scoped to comes from its envelope (`account`, or a
+thin event's `context`), and the same object can reach us under two of
+them: an organisation destination puts `context` on a platform's own
+events, a plain endpoint does not. Keying rows by account would give that
+object two rows (a refund landing beside its payment, access never
+revoked), so rows are keyed by the globally unique object id and store the
+first account seen; a later event under another account is recorded and
+alerted on here, and its effects still apply to the one row.
+"""
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from webhooks.core.events import Event
+from webhooks.web.metrics import SCOPE_CONFLICTS
+
+log = structlog.get_logger(__name__)
+
+# Written once in SQL (migrations/0024): a payment's success records its
+# conflict inside the one-statement delivery too.
+_RECORD = "SELECT webhooks_scope_conflict(%s, %s, %s, %s, %s)"
+
+
+def check(
+    conn: psycopg.Connection, event: Event, object_type: str, object_id: str,
+    stored_account: str | None,
+) -> bool:
+    """True when the stored account (None: no row yet) agrees with the event's.
+
+    A disagreement is written on the caller's connection, in its transaction,
+    so it is recorded exactly when the event's effects commit.
+    """
+    if stored_account is None or stored_account == event.account_key:
+        return True
+    conn.execute(_RECORD, [object_type, object_id, stored_account, event.account_key, event.id])
+    alert(event, object_type, object_id, stored_account)
+    return False
+
+
+def alert(event: Event, object_type: str, object_id: str, stored_account: str) -> None:
+    """Count and log a disagreement already recorded (by `check`, or by SQL that checked it)."""
+    SCOPE_CONFLICTS.labels(object_type).inc()
+    log.warning(
+        "scope_conflict", object_type=object_type, object_id=object_id,
+        stored_account=stored_account, event_account=event.account_key, event_id=event.id,
+    )
+
+
+def stored(
+    conn: psycopg.Connection, event: Event, object_type: str, object_id: str, query: str
+) -> tuple | None:
+    """The object's stored row from `query` (its account second), its scope checked.
+
+    The row is read after the payment's row lock, so it cannot change under us.
+    """
+    row = conn.execute(query, [object_id]).fetchone()
+    check(conn, event, object_type, object_id, row[1] if row else None)
+    return row

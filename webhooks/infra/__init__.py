@@ -1,0 +1,1 @@
+"""Infrastructure every layer stands on: settings, connections, migrations, logs."""

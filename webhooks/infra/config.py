@@ -1,0 +1,201 @@
+"""Settings read from the environment, once, into an immutable object."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+
+def _csv(raw: str | None) -> tuple[str, ...]:
+    return tuple(s.strip() for s in (raw or "").split(",") if s.strip())
+
+
+STRIPE_MODES = ("test", "live")
+_SPAN = re.compile(r"(\d+)([dhms])")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_span(text: str) -> timedelta:
+    """`3d`, `2h`, `90m` or `45s` as a timedelta; ValueError for anything else."""
+    match = _SPAN.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a span like 30d, 12h, 90m or 45s")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def _stripe_mode(raw: str) -> str:
+    mode = raw.strip().lower()
+    if mode not in STRIPE_MODES:
+        raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
+    return mode
+
+
+def _version_range(raw: str) -> tuple[str, str]:
+    """"OLDEST..NEWEST" as two API version dates (YYYY-MM-DD), oldest first."""
+    first, sep, last = raw.strip().partition("..")
+    try:
+        bounds = tuple(date.fromisoformat(d.strip()[:10]).isoformat() for d in (first, last))
+    except ValueError:
+        bounds = ()
+    if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
+        raise ValueError(f"STRIPE_API_VERSIONS must be OLDEST..NEWEST dates, not {raw!r}")
+    return bounds
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The other providers' secrets (webhooks/providers/): a provider
+    # without one is refused at its URL.
+    shopify_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    github_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
+    standard_webhooks_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # The public address: the front (nginx) listens there, or gunicorn alone
+    # where a platform's router already buffers requests.
+    host: str = "0.0.0.0"
+    port: int = 8000
+    # /metrics has a listener of its own, for the scraper; the public one has no /metrics.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+    # Set by `serve` for gunicorn behind the front: the folder holding the
+    # Unix socket gunicorn listens on and the front's log of the requests it
+    # refused (counted in /metrics). Unset, gunicorn listens on host:port.
+    front_dir: str | None = None
+    # Connections the front holds open in all, and per client address once
+    # its request head is in (nginx's limit_conn).
+    front_connections: int = 4096
+    front_connections_per_client: int = 512
+    # The front's binary: a name looked up on PATH (and in /usr/sbin), or a path.
+    nginx: str = "nginx"
+    # Stripe's own default; a delivery signed longer ago than this is a replay.
+    signature_tolerance_s: int = 300
+    max_body_bytes: int = 512 * 1024
+    # The front closes a connection whose request head is not in this long
+    # after it opened, whose body stalls this long between two reads, or
+    # whose client stops reading its answer this long.
+    request_read_timeout_s: float = 10.0
+    # How long a duplicate waits for an in-flight claim before answering 409.
+    lock_timeout_ms: int = 1000
+    # Bounds on how long a stuck worker can hold a claim.
+    statement_timeout_ms: int = 10_000
+    idle_in_transaction_timeout_ms: int = 15_000
+    pool_min_size: int = 1
+    pool_max_size: int = 2
+    # How long a delivery waits for a pooled connection: with the database
+    # down or refusing, this is what a 503 takes, so it stays well under 1 s.
+    pool_timeout_s: float = 0.5
+    data_dir: str = ".data"
+    # Modules imported at start-up so their @fulfilment.handles handlers register.
+    handler_modules: tuple[str, ...] = ()
+    # Events whose livemode differs are refused: a test payment must never
+    # ship a live order, and a live one must not vanish into a test database.
+    stripe_mode: str = "test"
+    # The metadata key that makes a PaymentIntent outside Checkout a one-off
+    # order (webhooks/domains/stripe/orders.py).
+    order_marker_key: str = "order_id"
+    # The API versions whose payload shapes the handlers were written and
+    # tested against, as inclusive dates: pre-basil (charges' refund lists,
+    # `invoice` on PaymentIntents) through basil, clover and dahlia. A handled
+    # event rendered in any other version is answered 500 and recorded.
+    stripe_api_versions: tuple[str, str] = ("2020-08-27", "2026-06-24")
+    # Outbox worker: where side effects are POSTed and how failures are retried.
+    outbox_url: str | None = None
+    outbox_max_attempts: int = 8
+    outbox_backoff_base_s: float = 1.0
+    outbox_backoff_max_s: float = 300.0
+    outbox_http_timeout_s: float = 10.0
+    # LISTEN/NOTIFY wakes the worker at once; this poll catches a lost notification.
+    outbox_poll_s: float = 5.0
+    # A job picked by a worker that stopped heartbeating is retaken after this.
+    outbox_heartbeat_timeout_s: float = 30.0
+    outbox_concurrency: int = 4
+    # /admin answers only with this token; unset, the page does not exist.
+    admin_token: str | None = field(default=None, repr=False)
+    # Payload keys `prune` replaces in stored payloads older than its redaction window.
+    redact_fields: tuple[str, ...] = ()
+    # Subscription access (the `subscription_access` view): how long a
+    # past_due subscription keeps access while Stripe retries, and how long
+    # after a paid period ends its renewal may take to be paid.
+    subscription_grace: timedelta = timedelta(days=3)
+    subscription_renewal_margin: timedelta = timedelta(hours=2)
+    # How often each outbox worker tells the access flips that time alone made.
+    access_sweep_s: float = 60.0
+    # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
+    # restricted read key, the API version every fetched object is rendered in
+    # (the handlers' shapes), and the base address (tests and staging point
+    # it elsewhere).
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_version: str = "2026-06-24.dahlia"
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_api_timeout_s: float = 30.0
+    # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
+    # or connection error, before a call counts as failed.
+    stripe_api_retries: int = 2
+    # Connect: the connected accounts whose events and objects are read with
+    # Stripe-Account, besides the platform's own.
+    stripe_connect_accounts: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "Settings":
+        """Each variable that is set and not empty overrides its field's default."""
+        env = os.environ if env is None else env
+        return cls(
+            **{
+                name: parse(env[variable])
+                for name, (variable, parse) in _FROM_ENV.items()
+                if env.get(variable)
+            }
+        )
+
+
+# field -> (environment variable, parser)
+_FROM_ENV = {
+    "database_url": ("DATABASE_URL", str),
+    "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
+    "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
+    "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
+    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
+    "host": ("HOST", str),
+    "port": ("PORT", int),
+    "metrics_host": ("METRICS_HOST", str),
+    "metrics_port": ("METRICS_PORT", int),
+    "front_dir": ("WEBHOOK_FRONT_DIR", str),
+    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", int),
+    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", int),
+    "nginx": ("WEBHOOK_NGINX", str),
+    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
+    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
+    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", float),
+    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", int),
+    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", int),
+    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", int),
+    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", int),
+    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", int),
+    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", float),
+    "data_dir": ("WEBHOOK_DATA_DIR", str),
+    "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
+    "stripe_mode": ("STRIPE_MODE", _stripe_mode),
+    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
+    "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
+    "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
+    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", int),
+    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", float),
+    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", float),
+    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", float),
+    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", float),
+    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", float),
+    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
+    "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
+    "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
+    "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
+    "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
+    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", float),
+    "stripe_api_key": ("STRIPE_API_KEY", str),
+    "stripe_api_version": ("STRIPE_API_VERSION", str),
+    "stripe_api_base": ("STRIPE_API_BASE", str),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", float),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", int),
+    "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
+}

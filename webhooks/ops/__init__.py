@@ -1,1 +1,0 @@
-"""The operator tools: CLI, replay, load test, retention, outbox worker, admin page."""

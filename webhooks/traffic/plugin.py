@@ -1,0 +1,59 @@
+"""What `loadtest --provider P` sends for a provider, and how it audits the database after.
+
+One Traffic per provider, registered by the module that knows the
+provider's events (`standard_traffic`, `github_traffic`, ...); loadtest
+imports those modules (`loadtest.TRAFFIC_MODULES`) and signs each body with
+the provider's own signer, so a new provider plugs in without touching it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import psycopg
+
+from webhooks.providers import Outgoing
+
+
+@dataclass(frozen=True)
+class Traffic:
+    provider: str
+    # n unique events: each body with what its sender puts beside it (id, type, shop, delivery id)
+    events: Callable[[int], list[tuple[bytes, Outgoing]]]
+    # after the run, read from the database: check name -> number of violations (0 = passed)
+    audit: Callable[[psycopg.Connection, list[Outgoing]], dict[str, int]]
+
+
+_TRAFFIC: dict[str, Traffic] = {}
+
+
+def register(traffic: Traffic) -> Traffic:
+    _TRAFFIC[traffic.provider] = traffic
+    return traffic
+
+
+def get(provider: str) -> Traffic | None:
+    return _TRAFFIC.get(provider)
+
+
+_COMPLETED_ONCE = """
+SELECT count(*) FILTER (WHERE provider = %(provider)s AND status = 'completed'),
+       count(*) FILTER (WHERE provider <> %(provider)s)
+FROM webhook_events
+WHERE event_id = ANY(%(ids)s)
+"""
+
+
+def completed_once(conn: psycopg.Connection, provider: str, sent: list[Outgoing]) -> dict[str, int]:
+    """The ledger checks every provider's audit starts from.
+
+    Each event id completed in one row under `provider` (the unique key makes
+    two impossible, so a shortfall is what can go wrong), and none recorded
+    under another provider.
+    """
+    ids = sorted({outgoing.event_id for outgoing in sent})
+    completed, elsewhere = conn.execute(_COMPLETED_ONCE, {"provider": provider, "ids": ids}).fetchone()
+    return {
+        "every event completed once": len(ids) - completed,
+        "no event under another provider": elsewhere,
+    }

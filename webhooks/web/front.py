@@ -1,0 +1,214 @@
+"""The front: nginx reads every request whole before gunicorn sees it.
+
+A thread-per-request worker that reads its own requests is held for as long
+as a client takes to send one, and framing parsed by code of ours was the
+easiest way to take the service down (issue 23). gunicorn's deployment guide
+puts a buffering proxy ahead of its workers; nginx is that proxy here. It
+reads each request head and body (de-chunked, up to the body cap) on its
+event loop, refuses malformed framing itself, and hands gunicorn's stock
+gthread workers whole requests over a Unix socket; it also reads their
+answers whole, so a client that does not read holds no thread either.
+
+The front's config is rendered here, from the service's settings, and
+nowhere else: `python -m webhooks serve` writes it into the front's folder
+beside gunicorn's socket and the front's log of the requests the app did not
+answer, which /metrics counts by reason.
+"""
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import resource
+from pathlib import Path
+
+from webhooks.infra.config import Settings
+
+CONFIG = "nginx.conf"
+SOCKET = "gunicorn.sock"
+# One line per request the app did not answer: its status.
+REFUSED_LOG = "refused.log"
+INSTALL = "apt-get install nginx"
+# gunicorn's keep-alive on the front's connections (gunicorn.conf.py); the
+# front lets its idle ones go a second sooner, so it never sends a request
+# on a connection that gunicorn is closing.
+GUNICORN_KEEPALIVE_S = 5
+
+# The statuses a request is refused with before the app sees it (by nginx,
+# or by gunicorn's own parser), and the reason /metrics counts it under. The
+# ones the front sends a body for get this word as their JSON `error`, as the
+# app's refusals do.
+REFUSALS = {
+    400: "bad_request",
+    408: "request_timeout",
+    413: "body_too_large",
+    414: "request_line_too_long",
+    429: "too_many_connections",
+    431: "headers_too_large",
+    499: "client_closed",
+    500: "server_error",
+    502: "upstream_unavailable",
+    504: "upstream_timeout",
+}
+# nginx closes a timed-out or vanished client without an answer (408, 499),
+# and a 500 here is gunicorn's own.
+_ANSWERED_BY_FRONT = (400, 413, 414, 429, 431, 502, 504)
+# The nginx codes each of those answers stands for, where they differ.
+# nginx answers a transfer coding it does not know with 501 and an HTTP
+# version it does not speak with 505: neither is the server failing, and a
+# 5xx would have the sender retry, for days, a request that will never be
+# read. Its own code for a head over its buffers is 494, sent as a bare 400.
+_NGINX_CODES = {400: ("400", "501 505 =400"), 431: ("494 =431",)}
+# Descriptors nginx needs besides two per connection (client and gunicorn).
+_OTHER_DESCRIPTORS = 64
+# On stop, how long requests in flight get to finish: a delivery takes
+# milliseconds, a duplicate waits at most the lock timeout. Clients still
+# sending theirs are dropped then, and their senders retry.
+_SHUTDOWN_S = 3.0
+
+_TEMPLATE = """\
+# Rendered by `python -m webhooks serve` from the service's settings
+# (webhooks/web/front.py): change the settings, not this file.
+daemon off;
+worker_processes 1;
+%(user)s
+pid %(dir)s/nginx.pid;
+# Per-request errors are counted in /metrics, not logged: a client could
+# flood the log with them.
+error_log stderr crit;
+worker_rlimit_nofile %(open_files)d;
+worker_shutdown_timeout %(shutdown)s;
+
+events {
+    worker_connections %(connections)d;
+}
+
+http {
+    server_tokens off;
+    client_body_temp_path %(dir)s/client_body;
+    proxy_temp_path %(dir)s/proxy;
+    fastcgi_temp_path %(dir)s/fastcgi;
+    uwsgi_temp_path %(dir)s/uwsgi;
+    scgi_temp_path %(dir)s/scgi;
+
+    # A slow client costs a connection here, never a gunicorn thread. Its
+    # head must be in within the timeout; its body may not stall longer
+    # between two reads; a client that stops reading its answer is reset,
+    # which frees the bytes it left unread at once.
+    client_header_timeout %(timeout)s;
+    client_body_timeout %(timeout)s;
+    send_timeout %(timeout)s;
+    keepalive_timeout 5s;
+    reset_timedout_connection on;
+    large_client_header_buffers 4 8k;
+    client_max_body_size %(body_cap)d;
+    # A larger body waits in a temporary file, not in memory.
+    client_body_buffer_size 64k;
+    limit_conn_zone $binary_remote_addr zone=per_client:10m;
+
+    # gunicorn stamps the app's answers with a Server header; nginx's own
+    # and gunicorn's parser's refusals have none.
+    log_format status '$status';
+    map $upstream_http_server $not_from_app {
+        "" 1;
+        default 0;
+    }
+    access_log off;
+
+    upstream gunicorn {
+        server unix:%(socket)s;
+        keepalive 64;
+        keepalive_timeout %(upstream_keepalive)s;
+    }
+
+    server {
+        listen %(listen)s;
+        limit_conn per_client %(per_client)d;
+        limit_conn_status 429;
+        access_log %(refused_log)s status if=$not_from_app;
+%(error_pages)s
+        location / {
+            proxy_pass http://gunicorn;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_request_buffering on;
+            proxy_buffering on;
+            # A request handed to gunicorn is answered there anyway: the front
+            # waits for that answer even if its client has closed or half-closed,
+            # and keeps the connection to gunicorn for the next request.
+            proxy_ignore_client_abort on;
+            proxy_connect_timeout %(timeout)s;
+        }
+    }
+}
+"""
+
+
+def socket_path(front_dir: str | Path) -> Path:
+    return Path(front_dir) / SOCKET
+
+
+def refused_log(front_dir: str | Path) -> Path:
+    return Path(front_dir) / REFUSED_LOG
+
+
+def fitted_connections(wanted: int) -> int:
+    """`wanted`, or as many connections as the open-file limit lets nginx hold."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (hard - _OTHER_DESCRIPTORS) // 2))
+
+
+def nginx_config(settings: Settings, front_dir: Path) -> str:
+    connections = fitted_connections(settings.front_connections)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return _TEMPLATE % {
+        "user": _worker_user(),
+        "dir": front_dir,
+        "open_files": 2 * connections + _OTHER_DESCRIPTORS,
+        "shutdown": _seconds(_SHUTDOWN_S),
+        "connections": connections,
+        "timeout": _seconds(settings.request_read_timeout_s),
+        "body_cap": settings.max_body_bytes,
+        "socket": socket_path(front_dir),
+        "upstream_keepalive": _seconds(GUNICORN_KEEPALIVE_S - 1),
+        "listen": f"{host}:{settings.port}",
+        "per_client": settings.front_connections_per_client,
+        "refused_log": refused_log(front_dir),
+        "error_pages": _error_pages(),
+    }
+
+
+def _seconds(value: float) -> str:
+    return f"{round(value * 1000)}ms"
+
+
+def _worker_user() -> str:
+    """Started as root, nginx's workers drop to nobody; otherwise they stay who started it."""
+    if os.geteuid() != 0:
+        return ""
+    nobody = pwd.getpwnam("nobody")
+    return f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};"
+
+
+def _error_pages() -> str:
+    """The front's refusals as JSON, like the app's: `{"error": <reason>}`.
+
+    Each is an internal URI, not a named location: nginx answers a
+    redirect to a named location with a 500 when the request line was too
+    broken to have a URI of its own.
+    """
+    lines = []
+    for status in _ANSWERED_BY_FRONT:
+        page = f"/.front/{status}"
+        lines += [f"        error_page {codes} {page};" for codes in _NGINX_CODES.get(status, (status,))]
+        lines += [
+            f"        location = {page} {{",
+            "            internal;",
+            "            default_type application/json;",
+            f"            return {status} '{{\"error\":\"{REFUSALS[status]}\"}}';",
+            "        }",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,250 @@
+"""`GET /metrics` in Prometheus text format (prometheus-client), on the scraper's own listener.
+
+/metrics shows business counts and the outbox backlog, and a scrape costs a
+database query, so it is not on the public listener: gunicorn also listens
+on METRICS_HOST:METRICS_PORT (gunicorn.conf.py), and a request is served
+/metrics only when it came in there, which a client cannot fake.
+
+Under gunicorn every worker is its own process with its own counters; with
+PROMETHEUS_MULTIPROC_DIR set (gunicorn.conf.py always sets it) each writes
+them to files there and a scrape, whichever worker answers it, sums them.
+Outbox depth and age are read from the database at scrape time, and the
+front's refusals from its log, so they are the same whichever process is asked.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import threading
+from pathlib import Path
+
+import structlog
+from flask import Flask
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from webhooks.infra import db
+from webhooks.core import outbox
+from . import front as serving
+
+log = structlog.get_logger(__name__)
+
+# The answers whose event or payment had already been claimed by someone else.
+_CONFLICTS = {
+    "in_progress": "event_in_flight",
+    "replayed": "event_completed",
+    "already_fulfilled": "payment_fulfilled",
+}
+# psycopg_pool's cumulative statistics, popped after each request and added up.
+_POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
+_POOL_GAUGES = ("pool_size", "pool_available", "requests_waiting")
+
+# Counted where handlers run, outside any app; every app's registry exposes it.
+SCOPE_CONFLICTS = Counter(
+    "webhook_scope_conflicts_total",
+    "Events that named another Connect account for an object already stored",
+    ["object_type"],
+    registry=None,
+)
+
+
+class OutboxCollector:
+    """Outbox jobs by status and the age of the oldest, queried per scrape.
+
+    No describe(): registering it must not touch the database.
+    """
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def collect(self):
+        jobs = GaugeMetricFamily(
+            "webhook_outbox_jobs", "Outbox jobs not yet delivered, by status", labels=["status"]
+        )
+        age = GaugeMetricFamily(
+            "webhook_outbox_oldest_age_seconds",
+            "Age of the oldest outbox job in each status",
+            labels=["status"],
+        )
+        try:
+            with db.connection(self._pool.get(), timeout=2.0) as conn:
+                counts = outbox.depth(conn)
+        except Exception as exc:  # a scrape must still answer when the database does not
+            log.warning("outbox_metrics_unavailable", error=type(exc).__name__)
+            return
+        for status in ("queued", "picked", outbox.DEAD):
+            found = next((c for c in counts if c.status == status), None)
+            jobs.add_metric([status], found.jobs if found else 0)
+            age.add_metric([status], found.oldest_age_s if found else 0)
+        yield jobs
+        yield age
+
+
+class FrontRefusals:
+    """Requests the app never saw, refused by the front or gunicorn's parser, by status and reason.
+
+    The front writes one line per such request, its status, to its log
+    (webhooks/web/front.py). Each process reads on from where it
+    stopped last and keeps the totals, so a scrape counts them all whichever
+    worker answers it. Counting lines in a file is all it takes: no second
+    copy of the front's parsing, nothing shared between the workers.
+    """
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._offset = 0
+        self._counts = collections.Counter({str(status): 0 for status in serving.REFUSALS})
+        self._lock = threading.Lock()
+
+    def collect(self):
+        family = CounterMetricFamily(
+            "webhook_front_refusals",
+            "Requests answered before the app saw them (by the front or gunicorn's parser), "
+            "by status and reason",
+            labels=["status", "reason"],
+        )
+        with self._lock:
+            self._read_on()
+            for status, count in sorted(self._counts.items()):
+                family.add_metric([status, serving.REFUSALS.get(int(status), "other")], count)
+        yield family
+
+    def _read_on(self) -> None:
+        try:
+            with open(self._path, "rb") as log_file:
+                while True:
+                    log_file.seek(self._offset)
+                    chunk = log_file.read(1 << 20)
+                    # A line the front is still writing is counted next time.
+                    whole = chunk[: chunk.rfind(b"\n") + 1]
+                    if not whole:
+                        return
+                    self._counts.update(whole.decode("ascii", "replace").split())
+                    self._offset += len(whole)
+        except FileNotFoundError:
+            pass  # the front has not opened it yet
+
+
+class Metrics:
+    def __init__(self, pool, front_log: Path | None = None):
+        self._pool = pool
+        self.registry = CollectorRegistry()
+        self.deliveries = Counter(
+            "webhook_deliveries_total",
+            "Webhook deliveries answered, by provider, outcome and HTTP status",
+            ["provider", "outcome", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "webhook_delivery_duration_seconds",
+            "Time from request to answer for webhook deliveries",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.conflicts = Counter(
+            "webhook_claim_conflicts_total",
+            "Deliveries that found their event or payment already claimed",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.pool_counters = {
+            name: Counter(f"webhook_db_pool_{name}", f"psycopg_pool {name}", registry=self.registry)
+            for name in _POOL_COUNTERS
+        }
+        self.pool_gauges = {
+            name: Gauge(
+                f"webhook_db_pool_{name}",
+                f"psycopg_pool {name}, summed over live processes",
+                multiprocess_mode="livesum",
+                registry=self.registry,
+            )
+            for name in _POOL_GAUGES
+        }
+        # What each gauge was last set to in this process, and the lock that
+        # keeps that equal to the gauge when threads set it together.
+        self._pool_gauge_values: dict[str, float] = {}
+        self._pool_gauge_lock = threading.Lock()
+        self.registry.register(SCOPE_CONFLICTS)
+        self.outbox = OutboxCollector(pool)
+        self.registry.register(self.outbox)
+        self.front = FrontRefusals(front_log) if front_log else None
+        if self.front:
+            self.registry.register(self.front)
+
+    def delivery(
+        self, provider: str, outcome: str | None, status: int, replayed: bool, seconds: float
+    ) -> None:
+        """One answered webhook delivery, and the pool's figures since the last one."""
+        outcome = outcome or "rejected"
+        self.deliveries.labels(provider, outcome, str(status)).inc()
+        self.latency.observe(seconds)
+        conflict = "replayed" if replayed else outcome
+        if conflict in _CONFLICTS:
+            self.conflicts.labels(_CONFLICTS[conflict]).inc()
+        self.observe_pool()
+
+    def observe_pool(self) -> None:
+        # Only what changed is written: each write to a multi-process value
+        # takes a lock and a pid check, and most of these figures stay put
+        # from one delivery to the next.
+        stats = self._pool.get().pop_stats()
+        for name, counter in self.pool_counters.items():
+            if stats.get(name):
+                counter.inc(stats[name])
+        with self._pool_gauge_lock:
+            for name, gauge in self.pool_gauges.items():
+                value = stats.get(name, 0)
+                if self._pool_gauge_values.get(name) != value:
+                    gauge.set(value)
+                    self._pool_gauge_values[name] = value
+
+    def exposition(self) -> bytes:
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        registry.register(self.outbox)
+        if self.front:
+            registry.register(self.front)
+        return generate_latest(registry)
+
+    def wsgi(self, environ, start_response):
+        """The scraper's listener: `GET /metrics`, and nothing else."""
+        if environ.get("PATH_INFO") != "/metrics" or environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            body, status, content_type = b'{"error":"not_found"}', "404 NOT FOUND", "application/json"
+        else:
+            self.observe_pool()
+            body, status, content_type = self.exposition(), "200 OK", CONTENT_TYPE_LATEST
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+class ByListener:
+    """Each request to the app of the listener it came in on: the scraper's port is served /metrics alone."""
+
+    def __init__(self, public, metrics: Metrics, metrics_port: int):
+        self._public, self._metrics, self._metrics_port = public, metrics, metrics_port
+
+    def __call__(self, environ, start_response):
+        sock = environ.get("gunicorn.socket")
+        if (sock is not None and sock.family != socket.AF_UNIX
+                and sock.getsockname()[1] == self._metrics_port):
+            return self._metrics.wsgi(environ, start_response)
+        return self._public(environ, start_response)
+
+
+def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
+    """/metrics for `app` on the scraper's listener; webhook deliveries are reported to the returned Metrics."""
+    metrics = Metrics(pool, serving.refused_log(front_dir) if front_dir else None)
+    app.extensions["webhooks.metrics"] = metrics
+    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port)
+    return metrics

@@ -1,0 +1,90 @@
+"""What would make every delivery fail, found at start and said loudly.
+
+A server with no signing secret or on an unmigrated database looks healthy
+from the outside; each worker logs why it is not, /readyz answers 503, and
+deliveries get a retryable 503 instead of an answer that blames the sender
+or a handler.
+"""
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from webhooks.infra import migrate
+from webhooks import providers
+from webhooks.infra.config import Settings
+from webhooks.infra.db import connection, database_url
+from webhooks.core.events import STRIPE
+
+log = structlog.get_logger(__name__)
+
+SECRET_MISSING = "webhook_secret_missing"
+SCHEMA_NOT_CURRENT = "schema_not_current"
+DATABASE_UNAVAILABLE = "database_unavailable"
+
+
+class SchemaGate:
+    """Whether this process knows the schema to be current with the code's migrations.
+
+    Once current it stays current (migrations only add), so a migrated
+    server pays one query per process, not one per delivery.
+    """
+
+    def __init__(self, pool):
+        self._pool = pool
+        self._current = False
+
+    def refusal(self) -> str | None:
+        """None when deliveries may proceed; else the 503's error word.
+
+        Asked within the pool's own wait: a database that does not answer
+        here is answered for at once, not waited for a second time by the
+        delivery.
+        """
+        if self._current:
+            return None
+        try:
+            with connection(self._pool.get()) as conn:
+                self._current = migrate.is_current(conn)
+        except Exception:
+            return DATABASE_UNAVAILABLE
+        return None if self._current else SCHEMA_NOT_CURRENT
+
+
+def announce(settings: Settings) -> None:
+    """Log, at start, each reason the service cannot take deliveries."""
+    if not settings.webhook_secrets:
+        log.error(
+            SECRET_MISSING,
+            fix="set STRIPE_WEBHOOK_SECRET to the endpoint's whsec_... signing secret",
+            effect="/readyz and every delivery answer 503 until then",
+        )
+    for provider in providers.all_providers():
+        if provider.name != STRIPE and not provider.secrets(settings):
+            # A warning, not an error: most shops use only some providers.
+            log.warning(
+                "provider_disabled",
+                provider=provider.name,
+                reason=SECRET_MISSING,
+                fix=f"set {provider.secret_setting} to enable it",
+                effect=f"POST /webhooks/{provider.name} answers 503 {SECRET_MISSING}",
+            )
+    try:
+        # Its own connection, not the pool's: a pool only says it timed out,
+        # and the cause (a missing database, a refused login) is the news.
+        with psycopg.connect(database_url(settings), connect_timeout=2) as conn:
+            current = migrate.is_current(conn)
+    except psycopg.Error as exc:
+        log.error(
+            DATABASE_UNAVAILABLE,
+            error=" ".join(str(exc).split())[:300],
+            effect="/readyz and every delivery answer 503 until it answers",
+        )
+        return
+    if not current:
+        log.error(
+            SCHEMA_NOT_CURRENT,
+            latest=migrate.latest_version(),
+            fix="run `python -m webhooks migrate` (the Procfile's release process)",
+            effect="/readyz and every delivery answer 503 until then",
+        )
