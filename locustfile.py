@@ -15,21 +15,23 @@ from collections import Counter
 import gevent
 from locust import FastHttpUser, constant, events, task
 
-from webhooks.traffic import audit, samples, stripe as stripe_sender
+from webhooks.infra.config import Settings
+from webhooks.providers import Outgoing
+from webhooks.providers.stripe import NAME
+from webhooks.traffic import audit, sender, signing
+from webhooks.traffic import stripe as stripe_traffic
 
 DUPLICATES = int(os.environ.get("LOADTEST_DUPLICATES", "4"))
-SECRET = stripe_sender.default_secret()
-RETRY = stripe_sender.Retry()
-sent: dict[str, dict] = {}  # events with at least one delivery answered 2xx, by id
+SECRET = next(iter(Settings.from_env().webhook_secrets), None)
+PATH = f"/webhooks/{NAME}"
+RETRY = sender.Retry()
+sent: dict[str, Outgoing] = {}  # events with at least one delivery answered 2xx, by id
 first_answers: Counter = Counter()
 
 
 def _deliveries():
     while True:
-        for evt in samples.payment_events():
-            body = samples.encode(evt)
-            for _ in range(DUPLICATES):
-                yield evt, body
+        yield from (delivery for delivery in stripe_traffic.events(3) for _ in range(DUPLICATES))
 
 
 _next_delivery = _deliveries()
@@ -40,26 +42,24 @@ class StripeWebhooks(FastHttpUser):
 
     @task
     def deliver(self) -> None:
-        evt, body = next(_next_delivery)
+        body, outgoing = next(_next_delivery)
         for attempt in range(1, RETRY.budget + 1):
-            headers = stripe_sender.headers(body, SECRET)
-            with self.client.post(
-                stripe_sender.WEBHOOK_PATH, data=body, headers=headers, catch_response=True
-            ) as response:
-                if not stripe_sender.retryable(response.status_code or None):
-                    self._answered(evt, response)
+            headers = signing.headers(NAME, body, SECRET, outgoing)
+            with self.client.post(PATH, data=body, headers=headers, catch_response=True) as response:
+                if not sender.retryable(response.status_code or None):
+                    self._answered(outgoing, response)
                     return
                 response.failure(f"{response.status_code}: retried like Stripe")
             gevent.sleep(RETRY.delay(attempt))
 
     @staticmethod
-    def _answered(evt: dict, response) -> None:
+    def _answered(outgoing: Outgoing, response) -> None:
         if not 200 <= response.status_code < 300:
             response.failure(f"{response.status_code}: {response.text}")
             return
-        sent.setdefault(evt["id"], evt)
+        sent.setdefault(outgoing.event_id, outgoing)
         if response.headers.get("Idempotent-Replayed") != "true":
-            first_answers[evt["id"]] += 1
+            first_answers[outgoing.event_id] += 1
 
 
 @events.quitting.add_listener
@@ -68,7 +68,7 @@ def _audit(environment, **_) -> None:
     if not url:
         return
     # Only events that were answered: the stop can cut a delivery short.
-    for check in audit.audit_events(url, list(sent.values()), first_answers):
+    for check in audit.checks(url, stripe_traffic.TRAFFIC, list(sent.values()), first_answers):
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
         if not check.passed:
             environment.process_exit_code = 1

@@ -1,3 +1,3 @@
-from webhooks.app import create_app
+from webhooks.web.app import create_app
 
 app = create_app()

@@ -14,10 +14,11 @@ from flask import Flask, Response, request
 
 from webhooks.traffic import samples
 
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
-from webhooks.core.events import InvalidEvent, parse
+from webhooks.core.events import InvalidEvent
+from webhooks.providers.stripe import parse
 
 NAIVE_TABLE = """
 CREATE TABLE naive_fulfilments (
@@ -59,9 +60,9 @@ def _naive_webhook() -> Response:
     _pool = _pool or open_pool(_settings)  # after the fork, one per worker
     body = request.get_data()
     try:
-        signature.verify(body, request.headers.get("Stripe-Signature"), _settings.webhook_secrets, 300)
+        stripe_wire.verify(body, request.headers.get("Stripe-Signature"), _settings.webhook_secrets, 300)
         event = parse(body.decode("utf-8"))
-    except (signature.InvalidSignature, InvalidEvent):
+    except (stripe_wire.InvalidSignature, InvalidEvent):
         return Response('{"error":"invalid"}', status=400, mimetype="application/json")
     if event.type in _PAYING_TYPES:
         payment_id = samples.payment_id(event.data)

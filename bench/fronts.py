@@ -34,7 +34,7 @@ import requests
 from webhooks.traffic import samples
 from webhooks.traffic.report import markdown_table
 from webhooks.web import front as serving
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 from webhooks.infra.config import Settings
 
 from . import cpu, framing, servers, wrk
@@ -111,7 +111,7 @@ def _fronts(settings: Settings, folder: Path) -> list[Front]:
 
 def _signed_chunked(extension: bytes = b"", trailer: bytes = b"") -> bytes:
     body = samples.encode(samples.payment_events()[1])
-    headers = {"Stripe-Signature": signature.sign(body, SECRET)}
+    headers = {"Stripe-Signature": stripe_wire.sign(body, SECRET)}
     return framing.chunked(headers, body, extension, trailer)
 
 

@@ -2,7 +2,7 @@
 
 The statements are recorded, not rewritten: the three events of a fresh
 Checkout payment (session, payment intent, charge) go through
-`ingest.deliver` once while every statement psycopg sends is captured with
+the service's delivery once while every statement psycopg sends is captured with
 its parameters rendered as literals, BEGIN and COMMIT included where the
 service sends them (an event no handler acts on is one statement, no
 transaction). Each event's statements go into a pgbench script, with its
@@ -24,13 +24,11 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from webhooks.core import ingest, ledger
-
-from webhooks.traffic import samples
-from webhooks.web.app import PROVIDER
+from webhooks import bootstrap
+from webhooks.core import ledger
 from webhooks.infra.config import Settings
-from webhooks.infra.db import open_pool
-from webhooks.core.events import parse
+from webhooks.providers.stripe import NAME, parse
+from webhooks.traffic import samples
 
 from . import cpu
 
@@ -84,24 +82,24 @@ def record(conninfo: str) -> list[list[str]]:
     """The statements of each event of one new payment, as pgbench script lines."""
     events = samples.payment_events()
     recorded = []
-    pool = open_pool(Settings.from_env({"DATABASE_URL": conninfo}), conninfo, min_size=1, max_size=1)
+    service = bootstrap.build(Settings.from_env({"DATABASE_URL": conninfo}), min_size=1, max_size=1)
     try:
-        pool.wait()
+        service.pool.get().wait()
         for evt in events:
             with captured() as calls:
-                answer = ingest.deliver(pool, PROVIDER, parse(samples.encode(evt).decode()))
+                answer = service.deliver(NAME, parse(samples.encode(evt).decode()))
             assert answer.status == 200, answer
-            with pool.connection() as conn:
+            with service.pool.get().connection() as conn:
                 recorded.append([_statement(conn, *call) for call in calls if str(call[1]).strip()])
     finally:
-        pool.close()
+        service.close()
     return [[_parameterise(statement, events) for statement in event] for event in recorded]
 
 
 def _statement(conn: psycopg.Connection, cursor, query, params) -> str:
     """One captured call as a pgbench command, the ledger row id passed by variable."""
     if query == ledger._COMPLETE:
-        params = [_LEDGER_ID_SENTINEL, *params[1:]]
+        params = {**params, "ledger_id": _LEDGER_ID_SENTINEL}
     text = _literal(conn, cursor, query, params).strip().rstrip(";")
     text = text.replace(str(_LEDGER_ID_SENTINEL), ":ledger_id")
     # pgbench's \gset ends the command, as a semicolon would.

@@ -34,7 +34,9 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from webhooks.traffic import audit, sender as loadtest, samples
+from webhooks.providers import Outgoing
+from webhooks.traffic import audit, samples, sender
+from webhooks.traffic import stripe as stripe_traffic
 from webhooks.traffic.report import markdown_table, percentile
 from webhooks.commands.serve import nginx_binary
 from webhooks.infra.config import Settings
@@ -188,7 +190,8 @@ class Bench:
         conninfo = self.filled if row == "service_big" else self.empty
         duplicates = k if row == "service_dup" else 1
         events, measure, result = self._http("wsgi:app", conninfo, duplicates, spy_output)
-        checks = audit.audit_events(conninfo, events, result.first_answers)
+        sent = [Outgoing(evt["id"], evt["type"]) for evt in events]
+        checks = audit.checks(conninfo, stripe_traffic.TRAFFIC, sent, result.first_answers)
         measure.notes["audit passed" if all(c.passed for c in checks) else "AUDIT FAILED"] += 1
         return measure
 
@@ -248,9 +251,9 @@ class Bench:
     def _completed(self, served: str, conninfo: str) -> int:
         return self._sql(conninfo, _COMPLETED[served])[0][0] if served in _COMPLETED else 0
 
-    def _deliver(self, url: str, events: list[dict], duplicates: int) -> loadtest.Result:
-        deliveries = loadtest.plan(events, duplicates, together=True)
-        return loadtest.deliver(url, SECRET, deliveries, self.args.concurrency, progress=False)
+    def _deliver(self, url: str, events: list[dict], duplicates: int) -> sender.Result:
+        deliveries = sender.plan(stripe_traffic.sent(events), duplicates, together=True)
+        return sender.deliver(url, SECRET, deliveries, self.args.concurrency, progress=False)
 
     @staticmethod
     def _sql(conninfo: str, sql: str, params=None):
@@ -259,7 +262,7 @@ class Bench:
             return cursor.fetchall() if cursor.description else None
 
 
-def _measure(result: loadtest.Result, meter: cpu.Meter) -> Measure:
+def _measure(result: sender.Result, meter: cpu.Meter) -> Measure:
     return Measure(
         result.events_per_s,
         result.deliveries_per_s,

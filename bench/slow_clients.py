@@ -24,7 +24,7 @@ from pathlib import Path
 
 from webhooks.traffic import samples
 from webhooks.traffic.report import percentile
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 _HEAD = (
     "POST /webhooks/stripe HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
@@ -101,7 +101,7 @@ async def _deliveries(host, port, secret: str, stop_at: float, report: Report) -
     while time.monotonic() < stop_at:
         for evt in samples.payment_events():
             body = samples.encode(evt)
-            head = _HEAD.format(sig=signature.sign(body, secret), length=len(body)).encode()
+            head = _HEAD.format(sig=stripe_wire.sign(body, secret), length=len(body)).encode()
             started = time.monotonic()
             reader, writer = await asyncio.open_connection(host, port)
             writer.write(head + body)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhooks.traffic import samples
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 _SCRIPT = """
 local reqs = {}
@@ -60,7 +60,7 @@ def write_requests(path: Path, url: str, secret: str, events: list[dict], duplic
             body = samples.encode(evt)
             head = (
                 f"POST /webhooks/stripe HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                f"Stripe-Signature: {signature.sign(body, secret)}\r\nContent-Length: {len(body)}\r\n\r\n"
+                f"Stripe-Signature: {stripe_wire.sign(body, secret)}\r\nContent-Length: {len(body)}\r\n\r\n"
             ).encode()
             out.write((f"{len(head) + len(body)}\n".encode() + head + body) * duplicates)
 

@@ -19,10 +19,10 @@ import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from webhooks.infra import migrate
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 from webhooks.traffic import samples
-from webhooks.app import create_app
+from webhooks.web.app import create_app
 from webhooks.infra.config import Settings
 from webhooks.infra import embedded
 
@@ -140,7 +140,7 @@ def client(app):
 
 def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> dict:
     return {
-        "Stripe-Signature": signature.sign(body, secret, timestamp),
+        "Stripe-Signature": stripe_wire.sign(body, secret, timestamp),
         "Content-Type": "application/json; charset=utf-8",
     }
 

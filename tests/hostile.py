@@ -14,7 +14,7 @@ from typing import Callable
 from tests.conftest import SECRET, signed_headers
 from tests.senders import Sender
 from webhooks.traffic import samples
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 JSON_TYPE = "application/json; charset=utf-8"
 
@@ -93,7 +93,7 @@ def _event_with(key: str, value) -> Callable[[dict], Request]:
 def _padded_signature(size: int) -> Callable[[dict], Request]:
     def make(evt: dict) -> Request:
         body = _body(evt)
-        return _with_signature(body, signature.sign(body, SECRET) + ",v0=" + "a" * size)
+        return _with_signature(body, stripe_wire.sign(body, SECRET) + ",v0=" + "a" * size)
 
     return make
 
@@ -109,12 +109,12 @@ CATALOGUE = [
     Case("malformed Stripe-Signature (t=abc,v1)", lambda e: _with_signature(_body(e), "t=abc,v1"), **BAD_SIGNATURE),
     Case(
         "signature without a timestamp",
-        lambda e: _with_signature(_body(e), signature.sign(_body(e), SECRET).split(",")[1]),
+        lambda e: _with_signature(_body(e), stripe_wire.sign(_body(e), SECRET).split(",")[1]),
         **BAD_SIGNATURE,
     ),
     Case(
         "valid signature plus a second t= (ambiguous timestamp)",
-        lambda e: _with_signature(_body(e), signature.sign(_body(e), SECRET) + f",t={now_s() - 1000}"),
+        lambda e: _with_signature(_body(e), stripe_wire.sign(_body(e), SECRET) + f",t={now_s() - 1000}"),
         **BAD_SIGNATURE,
     ),
     Case("Stripe-Signature of 5 KB (valid one padded)", _padded_signature(5000), **BAD_SIGNATURE),

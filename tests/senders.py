@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from webhooks import providers
+from webhooks.bootstrap import PROVIDERS
 from webhooks.providers import Outgoing
 
 STANDARD_SECRET = "whsec_" + base64.b64encode(b"standard-primary-key-0123456789").decode()
@@ -59,7 +59,7 @@ class Sender:
 
     def headers(self, body: bytes, outgoing: Outgoing, secret: str | None = None,
                 timestamp: int | None = None) -> dict[str, str]:
-        sign = providers.get(self.provider).sign
+        sign = PROVIDERS[self.provider].sign
         if timestamp is not None:
             outgoing = Outgoing(outgoing.event_id, outgoing.event_type, timestamp=timestamp)
         return {"Content-Type": JSON_TYPE, **sign(body, secret or self.secret, outgoing)}

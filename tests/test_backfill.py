@@ -8,11 +8,11 @@ import time
 from tests import conftest
 from tests.conftest import post_event
 from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
+from webhooks import bootstrap
 from webhooks.commands import backfill
 from webhooks import commands as cli
 from webhooks.traffic import samples
 from webhooks.infra.config import Settings
-from webhooks.infra.db import open_pool
 
 TWO_DAYS_AGO = int(time.time()) - 2 * 86400
 
@@ -128,6 +128,7 @@ def test_backfill_racing_live_deliveries_processes_each_event_once(stand_in_env,
     live_clients = [make_app().test_client() for _ in range(3)]
     gate = threading.Barrier(len(live_clients) + 1)
     first_answers: list[str] = []
+    backfilled: list[str] = []
     lock = threading.Lock()
 
     def live(client):
@@ -141,17 +142,17 @@ def test_backfill_racing_live_deliveries_processes_each_event_once(stand_in_env,
                     first_answers.append(evt["id"])
 
     def backfiller():
-        pool = open_pool(settings, min_size=1, max_size=1)
+        service = bootstrap.build(settings, min_size=1, max_size=1)
         gate.wait()
         try:
             for evt in found:
-                status, _ = backfill.apply(pool, settings, evt)
-                assert status != "failed"
+                status, _ = backfill.apply(service, evt)
+                backfilled.append(status)
                 if status == "new":
                     with lock:
                         first_answers.append(evt["id"])
         finally:
-            pool.close()
+            service.close()
 
     threads = [threading.Thread(target=live, args=(c,)) for c in live_clients]
     threads.append(threading.Thread(target=backfiller))
@@ -160,6 +161,8 @@ def test_backfill_racing_live_deliveries_processes_each_event_once(stand_in_env,
     for thread in threads:
         thread.join(120)
     assert sorted(first_answers) == sorted(e["id"] for e in events)
+    # Every event went through the backfill too, none of them failed.
+    assert len(backfilled) == 90 and "failed" not in backfilled
     assert effects(db)["webhook_events"] == 90
     assert effects(db)["fulfilments"] == 30
     assert effects(db)["outbox"] == 30

@@ -29,7 +29,7 @@ def test_profile_counts_threads_waiting_for_work_apart_from_work(tmp_path):
         "process 1;_worker (concurrent/futures/thread.py:81) 6\n"
         "process 1;run (gunicorn/workers/gthread.py:426);EpollSelector.select (selectors.py:468) 2\n"
         "process 1;execute (psycopg/cursor.py:97);Connection.wait (psycopg/connection.py:495) 1\n"
-        "process 1;serve (webhooks/web/app.py:70);verify (webhooks/providers/signature.py:60) 1\n"
+        "process 1;serve (webhooks/web/app.py:70);verify (webhooks/providers/stripe.py:60) 1\n"
     )
     assert profile.summary(stacks).splitlines()[2:] == [
         "| waiting for work (thread pool, event loop)        | 80.0% |",

@@ -124,3 +124,13 @@ def test_reprocess_runs_shopifys_handlers_on_a_failed_shopify_event(database_url
     assert done.stdout.splitlines()[-1] == f'200 {{"event_id":"{event_id}","outcome":"fulfilled"}}'
     shipped = db.execute("SELECT shop, order_id FROM shopify_fulfilments").fetchall()
     assert shipped == [(shopify.SHOP, order["id"])]
+
+
+def test_a_shop_module_can_wrap_a_built_in_handler_and_keep_its_effect(make_app, db):
+    db.execute("CREATE TABLE receipts (session_id text PRIMARY KEY)")
+    app = make_app(WEBHOOK_HANDLER_MODULES="tests.handlers,tests.wrapping_handlers")
+    session = samples.payment_events()[0]
+    response = conftest.post_event(app.test_client(), session)
+    assert response.get_json()["outcome"] == "fulfilled"
+    assert db.execute("SELECT session_id FROM receipts").fetchall() == [(session["data"]["object"]["id"],)]
+    assert fulfilled(db, session["data"]["object"]["payment_intent"]) == 1

@@ -21,7 +21,7 @@ from tests.hostile import (
 from tests.reliability import sized
 from tests.senders import SENDERS
 from webhooks.traffic import samples
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 
 def _expected_counts(before: dict[str, int], writes: dict[str, int]) -> dict[str, int]:
@@ -63,7 +63,7 @@ def test_each_providers_hostile_rows_get_their_status_and_write_nothing(gunicorn
 
 
 def _stripe_scheme_valid(body: bytes, header: str | None, now: float, tolerance: int = 300) -> bool:
-    """The test's own reading of Stripe's scheme, independent of webhooks.providers.signature:
+    """The test's own reading of Stripe's scheme, independent of webhooks.providers.stripe:
     HMAC-SHA256 of "{t}.{body}" under a configured secret equals a v1 item, for the
     first t item, signed no longer than `tolerance` ago."""
     if not header:
@@ -141,7 +141,7 @@ def _deliveries(draw) -> tuple[bytes, str | None]:
     secret = draw(st.sampled_from([SECRET, OTHER_SECRET, "whsec_not_ours"]))
     skew = draw(st.sampled_from([0, -60, -400, 400]) | st.integers(-1000, 1000))
     try:
-        header = signature.sign(signed_body, secret, now_s() + skew)
+        header = stripe_wire.sign(signed_body, secret, now_s() + skew)
     except UnicodeDecodeError:  # the stripe helper signs text only
         header = hmac_header(signed_body, secret)
     return body, draw(_mutated_header(header))

@@ -8,7 +8,6 @@ from bench import pgbench
 from tests.conftest import post_event
 from tests.stories import CardPayment, card_payment, deliver
 from webhooks.traffic import samples
-from webhooks.core import registry
 
 NOW = int(time.time())
 
@@ -58,12 +57,18 @@ def test_a_redelivery_is_answered_by_its_claim_statement_byte_for_byte(client, s
     assert len(_sent(statements)) == 1
 
 
+SUCCESS_TYPES = ("payment_intent.succeeded", "checkout.session.completed",
+                 "checkout.session.async_payment_succeeded")
+
+
+def _registry(app):
+    return app.extensions["webhooks.service"].registry
+
+
 def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_delivery(
-    client, db, statements, monkeypatch
+    app, client, db, statements
 ):
-    monkeypatch.setattr(registry, "_HANDLERS", dict(registry._HANDLERS))
-    monkeypatch.setattr(registry, "_ONE_STATEMENT", dict(registry._ONE_STATEMENT))
-    registry.handles("payment_intent.succeeded")(lambda conn, event: "shop_handled")
+    _registry(app).add("stripe", ["payment_intent.succeeded"], lambda conn, event: "shop_handled")
     response = post_event(client, samples.payment_events()[1])
     assert response.get_json()["outcome"] == "shop_handled"
     assert not any("webhooks_deliver_payment_succeeded" in text for text in _sent(statements))
@@ -103,12 +108,12 @@ def _run_story(client, db, shape: CardPayment, reverse: bool) -> tuple[list[str]
      CardPayment(refunds=(1000,), disputed=True)],
     ids=["plain", "failed first", "refunded", "disputed"],
 )
-def test_the_one_statement_and_the_transaction_decide_a_payment_alike(
-    client, db, monkeypatch, shape, reverse
-):
+def test_the_one_statement_and_the_transaction_decide_a_payment_alike(app, client, db, shape, reverse):
     one_statement = _run_story(client, db, shape, reverse)
-    # The same built-in handlers, registered without their one-statement form.
-    monkeypatch.setattr(registry, "_ONE_STATEMENT", {})
+    # The same built-in handlers, added again without their one-statement form.
+    registry = _registry(app)
+    for event_type in SUCCESS_TYPES:
+        registry.add("stripe", [event_type], registry.handler("stripe", event_type))
     in_transaction = _run_story(client, db, shape, reverse)
     assert one_statement == in_transaction
     assert one_statement[1], "every shape here ships or holds the payment"

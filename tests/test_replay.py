@@ -6,8 +6,9 @@ import pytest
 
 from tests.conftest import post_event
 from tests.test_loadtest import run_command
-from webhooks.traffic import samples, stripe as stripe_sender
-from webhooks.providers import signature
+from webhooks.providers import Outgoing
+from webhooks.traffic import samples
+from webhooks.providers import stripe as stripe_wire
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_replay_reports_a_refused_delivery_with_a_failing_exit(server, database_
 
 def test_stripe_headers_carry_a_signature_the_service_verifies():
     body = samples.encode(samples.payment_events()[0])
-    headers = stripe_sender.headers(body, "whsec_x")
+    headers = stripe_wire.PROVIDER.sign(body, "whsec_x", Outgoing("evt_1", "checkout.session.completed"))
     assert headers["User-Agent"] == "Stripe/1.0 (+https://stripe.com/docs/webhooks)"
     assert headers["Content-Type"] == "application/json; charset=utf-8"
-    signature.verify(body, headers["Stripe-Signature"], ["whsec_x"], 300)
+    stripe_wire.verify(body, headers["Stripe-Signature"], ["whsec_x"], 300)

@@ -1,6 +1,6 @@
 """The Connect scope check that every business row's handler runs."""
 from webhooks.traffic import samples
-from webhooks.core.events import parse
+from webhooks.providers.stripe import parse
 from webhooks.web.metrics import SCOPE_CONFLICTS
 from webhooks.domains.stripe import scope
 

@@ -17,7 +17,7 @@ from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event
 from tests.hostile import CATALOGUE, send, signed
 from tests.provider import Provider
 from webhooks.traffic import samples
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 # A password the server never asks for (trust auth), so it can only reach
 # the logs through the service.
@@ -34,7 +34,7 @@ def test_signatures_are_compared_by_the_stripe_librarys_constant_time_compare(mo
     real = stripe._webhook.secure_compare
     monkeypatch.setattr(stripe._webhook, "secure_compare", spy)
     body = samples.encode(samples.payment_events()[1])
-    signature.verify(body, signature.sign(body, OTHER_SECRET), [SECRET, OTHER_SECRET], 300)
+    stripe_wire.verify(body, stripe_wire.sign(body, OTHER_SECRET), [SECRET, OTHER_SECRET], 300)
     assert len(compared) == 2  # one digest per configured secret, each through the library
 
 

@@ -8,7 +8,8 @@ from tests.shopify import (  # noqa: F401  (fixtures)
     SHOP, SHOPIFY_OTHER_SECRET, SHOPIFY_SECRET, headers, hmac_header, order, post, shopify,
     shopify_app,
 )
-from webhooks.providers import Outgoing, get
+from webhooks.bootstrap import PROVIDERS
+from webhooks.providers import Outgoing
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
@@ -25,7 +26,7 @@ def test_the_hmac_is_base64_of_hmac_sha256_of_the_raw_body():
 def test_the_service_signer_produces_the_headers_shopify_sends():
     body = json.dumps(order()).encode()
     out = Outgoing("evt-1", "orders/paid", SHOP, delivery_id="wh-1", timestamp=1764745200)
-    signed = get("shopify").sign(body, SHOPIFY_SECRET, out)
+    signed = PROVIDERS["shopify"].sign(body, SHOPIFY_SECRET, out)
     assert signed["X-Shopify-Hmac-Sha256"] == hmac_header(body)
     assert (signed["X-Shopify-Event-Id"], signed["X-Shopify-Webhook-Id"], signed["X-Shopify-Topic"],
             signed["X-Shopify-Shop-Domain"]) == ("evt-1", "wh-1", "orders/paid", SHOP)

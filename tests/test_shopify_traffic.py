@@ -3,12 +3,13 @@ from collections import Counter
 
 from tests.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.storm import release_together
-from webhooks.traffic import shopify as shopify_traffic, plugin as traffic
-from webhooks.providers import get
+from webhooks.commands import loadtest
+from webhooks.traffic import shopify as shopify_traffic
+from webhooks.bootstrap import PROVIDERS
 
 
 def _deliver(client, body, out):
-    headers = get("shopify").sign(body, SHOPIFY_SECRET, out)
+    headers = PROVIDERS["shopify"].sign(body, SHOPIFY_SECRET, out)
     return client.post("/webhooks/shopify", data=body, headers=headers)
 
 
@@ -24,7 +25,7 @@ def _deliver_all(shopify_app, sent, copies: int = 3):
 
 
 def test_the_traffic_is_registered_for_shopify():
-    assert traffic.get("shopify") is shopify_traffic.TRAFFIC
+    assert loadtest.TRAFFIC["shopify"] is shopify_traffic.TRAFFIC
 
 
 def test_the_traffic_has_n_unique_events_some_orders_twice_and_some_events_resent():

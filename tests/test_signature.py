@@ -5,7 +5,7 @@ import pytest
 
 from tests.conftest import OTHER_SECRET, SECRET, post_event, signed_headers, table_counts
 from webhooks.traffic import samples
-from webhooks.providers import signature
+from webhooks.providers import stripe as stripe_wire
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
@@ -66,5 +66,5 @@ def test_unverifiable_delivery_is_refused_and_writes_nothing(client, db, paid_ev
 
 def test_verify_rejects_when_no_secret_is_configured():
     body = b"{}"
-    with pytest.raises(signature.InvalidSignature):
-        signature.verify(body, signature.sign(body, SECRET), [], 300)
+    with pytest.raises(stripe_wire.InvalidSignature):
+        stripe_wire.verify(body, stripe_wire.sign(body, SECRET), [], 300)

@@ -11,6 +11,7 @@ from tests.downstream import Downstream, Worker, wait_until
 from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.worker import fetch
 from webhooks.traffic import samples
+from webhooks import bootstrap
 from webhooks.core import outbox
 from webhooks.infra.config import Settings
 from webhooks.domains.stripe import thin
@@ -23,6 +24,21 @@ WORKER_ENV = {
     "STRIPE_API_RETRIES": 0,
     "STRIPE_API_TIMEOUT_SECONDS": 60,
 }
+
+
+@pytest.fixture
+def run_fetch():
+    """fetch.run as the worker runs it: with the Service the worker builds from its settings."""
+    services = {}
+
+    def run(settings: Settings, payload: bytes):
+        if settings not in services:
+            services[settings] = bootstrap.build(settings, min_size=1, max_size=2)
+        return fetch.run(services[settings], payload)
+
+    yield run
+    for service in services.values():
+        service.close()
 
 
 @pytest.fixture
@@ -91,7 +107,7 @@ def test_a_thin_event_without_a_snapshot_handler_stays_notified(client, db):
 
 
 def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
-    client, db, database_url, stand_in
+    run_fetch, client, db, database_url, stand_in
 ):
     intent = paid_intent()
     stand_in.add("payment_intents", intent)
@@ -99,7 +115,7 @@ def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
         database_url, **api_env(stand_in)))
-    outcomes = [fetch.run(settings, bytes(row[0])).outcome for _ in range(3)]
+    outcomes = [run_fetch(settings, bytes(row[0])).outcome for _ in range(3)]
     assert outcomes == ["fulfilled", "replayed", "replayed"]
     assert fulfilments(db, intent["id"]) == 1
     call = stand_in.calls("/v1/payment_intents/")[0]
@@ -107,25 +123,25 @@ def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
 
 
 def test_a_thin_checkout_session_completed_is_fulfilled_from_the_fetched_session(
-    client, db, database_url, stand_in
+    run_fetch, client, db, database_url, stand_in
 ):
     session = samples.payment_events()[0]["data"]["object"]
     stand_in.add("checkout/sessions", session)
     post_event(client, thin_event(session, "v1.checkout.session.completed", "/v1/checkout/sessions/"))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
-    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert run_fetch(settings, bytes(row[0])).outcome == "fulfilled"
     assert fulfilments(db, session["payment_intent"]) == 1
 
 
-def test_a_connect_thin_event_is_fetched_with_its_context(client, db, database_url, stand_in):
+def test_a_connect_thin_event_is_fetched_with_its_context(run_fetch, client, db, database_url, stand_in):
     intent, account = paid_intent(), "acct_1RkT9sQm3HcW7bLd"
     stand_in.add("payment_intents", intent, account=account)
     post_event(client, thin_event(intent, context=account))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
         database_url, **api_env(stand_in)))
-    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert run_fetch(settings, bytes(row[0])).outcome == "fulfilled"
     assert stand_in.calls("/v1/payment_intents/")[0].headers["stripe-context"] == account
     assert db.execute(
         "SELECT account FROM fulfilments WHERE payment_id = %s", [intent["id"]]
@@ -166,19 +182,19 @@ def test_a_worker_killed_mid_fetch_still_ends_with_one_fulfilment_after_redelive
     assert downstream.effects["order.fulfilled:" + intent["id"]] == 1
 
 
-def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(database_url, db, client):
+def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(run_fetch, database_url, db, client):
     intent = paid_intent()
     post_event(client, thin_event(intent))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(database_url))
     with pytest.raises(fetch.FetchFailed, match="STRIPE_API_KEY is not set"):
-        fetch.run(settings, bytes(row[0]))
+        run_fetch(settings, bytes(row[0]))
 
 
 def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
-    database_url, db, stand_in
+    run_fetch, database_url, db, stand_in
 ):
-    from webhooks.core.events import parse
+    from webhooks.providers.stripe import parse
 
     evt = samples.payment_events()[1]
     intent = evt["data"]["object"]
@@ -189,12 +205,12 @@ def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(
         database_url, **api_env(stand_in)))
-    assert fetch.run(settings, bytes(row[0])).outcome == "fulfilled"
+    assert run_fetch(settings, bytes(row[0])).outcome == "fulfilled"
     assert fulfilments(db, intent["id"]) == 1
 
 
 def test_an_unsupported_api_version_with_the_api_configured_is_resynced_once(
-    make_app, database_url, db, stand_in
+    run_fetch, make_app, database_url, db, stand_in
 ):
     evt = samples.payment_events()[1]
     evt["api_version"] = "2026-09-30.future"
@@ -206,7 +222,7 @@ def test_an_unsupported_api_version_with_the_api_configured_is_resynced_once(
     assert fulfilments(db, evt["data"]["object"]["id"]) == 0
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
     settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
-    assert [fetch.run(settings, bytes(row[0])).outcome for _ in range(2)] == ["fulfilled", "replayed"]
+    assert [run_fetch(settings, bytes(row[0])).outcome for _ in range(2)] == ["fulfilled", "replayed"]
     assert fulfilments(db, evt["data"]["object"]["id"]) == 1
 
 

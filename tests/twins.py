@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_schema, service_env
-from webhooks.app import create_app
+from webhooks.web.app import create_app
 from webhooks.infra.config import Settings
 
 

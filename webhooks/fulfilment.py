@@ -1,13 +1,18 @@
-"""What an event does to the shop: the handler registry and the built-in handlers.
+"""The API for a shop's own handlers: `@handles("type")`, the outcome words, the building blocks.
 
 A handler takes the claim's connection and the parsed event and returns the
-outcome word stored in the ledger. Register one with `@handles("type")`, in
-a module named by WEBHOOK_HANDLER_MODULES. The built-in handlers live in one
-module per business object and register when this module is imported.
+outcome word stored in the ledger. Mark one with `@handles("type")` (a
+Stripe event type; `provider="shopify"` and so on for another sender's) in a
+module named by WEBHOOK_HANDLER_MODULES. Every process (the web app, the
+commands, the worker) includes that module after the built-in domains
+(webhooks/bootstrap.py), so a type handled there replaces the built-in
+handler everywhere alike.
 """
 from __future__ import annotations
 
-from webhooks.core.outcomes import (  # noqa: F401  (the vocabulary handlers return)
+from typing import Callable
+
+from webhooks.core.outcomes import (  # the vocabulary handlers return
     ALREADY_FULFILLED,
     AWAITING_PAYMENT,
     FULFILLED,
@@ -15,15 +20,19 @@ from webhooks.core.outcomes import (  # noqa: F401  (the vocabulary handlers ret
     NOTIFIED,
     SUPERSEDED,
 )
-from webhooks.domains.stripe import (  # noqa: F401  (they register)
-    checkout,
-    disputes,
-    fraud_warnings,
-    intents,
-    invoices,
-    refunds,
-    subscriptions,
-    thin,
-)
-from webhooks.domains.stripe.orders import fulfil_payment  # noqa: F401
-from webhooks.core.registry import Handler, handles, load, run  # noqa: F401
+from webhooks.core.registry import Handler, OneStatementPlan, Registry
+from webhooks.core.registry import handles as _handles
+from webhooks.domains.stripe.orders import fulfil_payment
+from webhooks.providers.stripe import NAME as STRIPE
+
+__all__ = [
+    "ALREADY_FULFILLED", "AWAITING_PAYMENT", "FULFILLED", "IGNORED", "NOTIFIED", "SUPERSEDED",
+    "Handler", "Registry", "fulfil_payment", "handles",
+]
+
+
+def handles(
+    *event_types: str, provider: str = STRIPE, one_statement: OneStatementPlan | None = None
+) -> Callable[[Handler], Handler]:
+    """Mark a handler of `event_types` (Stripe's unless `provider` says another sender's)."""
+    return _handles(*event_types, provider=provider, one_statement=one_statement)

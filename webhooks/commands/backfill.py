@@ -18,14 +18,15 @@ from datetime import datetime, timedelta, timezone
 
 from tqdm import tqdm
 
-from . import durations, table
-from webhooks.domains.stripe import api as stripe_api
-from webhooks import fulfilment
+from webhooks import bootstrap
 from webhooks.core import ingest
+from webhooks.core.events import InvalidEvent
+from webhooks.domains.stripe import api as stripe_api
 from webhooks.infra.config import Settings
-from webhooks.infra.db import connect, open_pool
-from webhooks.core.events import InvalidEvent, parse
-from webhooks.web.app import PROVIDER
+from webhooks.infra.db import connect
+from webhooks.providers.stripe import NAME, parse
+
+from . import durations, table
 
 RETENTION = timedelta(days=30)
 # A live delivery of the same event holding its claim answers 409: wait for
@@ -56,14 +57,14 @@ def fetch_events(api, settings: Settings, since: datetime, until: datetime | Non
     return sorted(found, key=lambda evt: evt.get("created", 0))  # stable: page order kept
 
 
-def apply(pool, settings: Settings, evt: dict) -> tuple[str, ingest.Answer | None]:
+def apply(service: bootstrap.Service, evt: dict) -> tuple[str, ingest.Answer | None]:
     """One event through the claim: 'new', 'already had' or 'failed'."""
     try:
         event = parse(json.dumps(evt))
     except InvalidEvent:
         return "failed", None
     for _ in range(IN_PROGRESS_TRIES):
-        answer = ingest.accept(pool, PROVIDER, event, settings)
+        answer = service.accept(NAME, event)
         if answer is not ingest.IN_PROGRESS:
             break
         time.sleep(IN_PROGRESS_WAIT_S)
@@ -80,7 +81,7 @@ def summary(tally: dict[str, Counter]) -> str:
 
 def _known(settings: Settings, events: list[dict]) -> set[str]:
     with connect(settings) as conn:
-        return {row[0] for row in conn.execute(_KNOWN, [PROVIDER, [e["id"] for e in events]])}
+        return {row[0] for row in conn.execute(_KNOWN, [NAME, [e["id"] for e in events]])}
 
 
 def _dry_run(settings: Settings, events: list[dict]) -> int:
@@ -97,18 +98,17 @@ def _dry_run(settings: Settings, events: list[dict]) -> int:
 
 
 def _apply_all(settings: Settings, events: list[dict]) -> int:
-    fulfilment.load(settings.handler_modules)
+    service = bootstrap.build(settings, min_size=1, max_size=1)
     tally: dict[str, Counter] = defaultdict(Counter)
     failed: list[str] = []
-    pool = open_pool(settings, min_size=1, max_size=1)
     try:
         for evt in tqdm(events, unit="event", disable=not sys.stderr.isatty(), file=sys.stderr):
-            status, answer = apply(pool, settings, evt)
+            status, answer = apply(service, evt)
             tally[evt.get("type", "?")].update(["seen", status])
             if status == "failed":
                 failed.append(f"{evt.get('id')}: {answer.body if answer else 'not a valid event'}")
     finally:
-        pool.close()
+        service.close()
     print(summary(tally))
     for line in failed:
         print(f"failed {line}", file=sys.stderr)

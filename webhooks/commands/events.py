@@ -5,19 +5,16 @@ import argparse
 import json
 import sys
 
-from . import durations
-from webhooks.core import history
+from webhooks import bootstrap
+from webhooks.core import history, ledger
+from webhooks.core.events import Event, InvalidEvent
+from webhooks.core.registry import Registry
+from webhooks.infra.config import Settings
+from webhooks.infra.db import connect
+from webhooks.providers import Providers, stripe
 from webhooks.traffic import signing
 
-from webhooks import fulfilment  # noqa: F401  (the built-in handlers register)
-from webhooks.domains import github
-
-from webhooks.core import ingest, ledger, registry
-from webhooks import providers
-from webhooks.web.app import PROVIDER
-from webhooks.infra.config import Settings
-from webhooks.infra.db import connect, open_pool
-from webhooks.core.events import InvalidEvent
+from . import durations
 
 # Reprocess reads a stored body back through its provider's parser, which
 # takes the id and type from the headers the signer writes; nothing is
@@ -66,7 +63,7 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def refusal(detail: history.EventDetail, allow_ignored: bool) -> str | None:
+def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry) -> str | None:
     """Why this process must not re-run the event, or None.
 
     A completed event only replays its stored answer, so any handler set will
@@ -77,7 +74,7 @@ def refusal(detail: history.EventDetail, allow_ignored: bool) -> str | None:
     """
     if detail.status == "completed":
         return None
-    mine = registry.handler_name(detail.event_type, detail.provider)
+    mine = registry.handler_name(detail.provider, detail.event_type)
     theirs = next((f.handler for f in reversed(detail.failures) if f.handler), None)
     hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
     if mine is None and not allow_ignored:
@@ -90,38 +87,36 @@ def refusal(detail: history.EventDetail, allow_ignored: bool) -> str | None:
 
 
 def _reprocess(args: argparse.Namespace) -> int:
-    """Run the stored body through ingest.accept, the same path as a delivery.
+    """Run the stored body through the claim, the same path as a delivery.
 
     No signature check: the body was verified when it was first received, and
     only someone with the database can run this.
     """
-    settings = Settings.from_env()
-    fulfilment.load(settings.handler_modules)
-    with connect(settings) as conn:
+    service = bootstrap.build(min_size=1, max_size=1)
+    with connect(service.settings) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None or detail.payload is None:
         print(f"no stored payload for {args.event_id}")
         return 1
-    reason = refusal(detail, args.allow_ignored)
+    reason = refusal(detail, args.allow_ignored, service.registry)
     if reason:
         print(f"refused to reprocess {args.event_id}: {reason}", file=sys.stderr)
         return 2
     try:
-        event = _parsed(detail)
+        event = _parsed(service.providers, detail)
     except InvalidEvent as exc:
         print(f"stored payload of {args.event_id} is not an event: {exc}")
         return 1
-    pool = open_pool(settings, min_size=1, max_size=1)
     try:
-        answer = ingest.accept(pool, args.provider, event, settings)
+        answer = service.accept(args.provider, event)
     finally:
-        pool.close()
+        service.close()
     replayed = " (already completed: stored answer)" if answer.replayed else ""
     print(f"{answer.status} {answer.body}{replayed}")
     return 0 if answer.status == 200 else 1
 
 
-def _parsed(detail: history.EventDetail):
+def _parsed(providers: Providers, detail: history.EventDetail) -> Event:
     """The stored body as its provider's parser reads it from a delivery."""
     provider = providers.get(detail.provider)
     if provider is None:
@@ -131,7 +126,7 @@ def _parsed(detail: history.EventDetail):
     return provider.parse(detail.payload, headers)
 
 
-_PROVIDERS = providers.names()
+_PROVIDERS = bootstrap.PROVIDERS.names()
 
 
 def register(commands) -> None:
@@ -154,7 +149,7 @@ def register(commands) -> None:
     ):
         action = actions.add_parser(name, help=help_text)
         action.add_argument("event_id", metavar="EVT_ID")
-        action.add_argument("--provider", default=PROVIDER, choices=_PROVIDERS)
+        action.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
         action.set_defaults(func=func)
     actions.choices["reprocess"].add_argument(
         "--allow-ignored", action="store_true",

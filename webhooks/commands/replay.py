@@ -16,15 +16,15 @@ from pathlib import Path
 
 import requests
 
-from . import durations
-from webhooks.traffic import signing, stripe as stripe_sender
-from .errors import CommandError
-
 from webhooks.core import ledger
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
-from webhooks.core.events import STRIPE
 from webhooks.providers import Outgoing
+from webhooks.providers.stripe import NAME as STRIPE
+from webhooks.traffic import signing
+
+from . import durations, sending
+from .errors import CommandError
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Replayable:
 
 
 def register(subparsers) -> None:
-    parser = stripe_sender.command_parser(
+    parser = sending.command_parser(
         subparsers, "replay", __doc__, help="re-send events (JSON files or ledger rows) signed like their provider"
     )
     parser.add_argument("files", nargs="*", type=Path, help="event JSON files to send as they are")
@@ -52,16 +52,16 @@ def register(subparsers) -> None:
         "--until", type=durations.instant, help="received before: a span back (1h, 7d) or an ISO time"
     )
     ledger_args.add_argument(
-        "--limit", type=stripe_sender.positive_int, help="at most this many ledger events, oldest first"
+        "--limit", type=sending.positive_int, help="at most this many ledger events, oldest first"
     )
     parser.add_argument(
-        "--times", type=stripe_sender.positive_int, default=1, help="send each event K times (default 1)"
+        "--times", type=sending.positive_int, default=1, help="send each event K times (default 1)"
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    secret = signing.secret(args, "replay")
+    secret = sending.secret(args, "replay")
     if args.files and args.provider != STRIPE:
         # Another provider's id and type travel in headers the file does not have.
         raise CommandError(f"replay: files are Stripe events; select {args.provider}'s from the ledger (--id, --type, --since)")
@@ -106,7 +106,7 @@ def _from_ledger(args: argparse.Namespace) -> list[Replayable]:
 def _send(session: requests.Session, args, secret: str, event: Replayable, attempt: int) -> bool:
     headers = signing.headers(args.provider, event.body, secret, event.outgoing)
     try:
-        response = session.post(signing.url(args), data=event.body, headers=headers, timeout=30)
+        response = session.post(sending.url(args), data=event.body, headers=headers, timeout=30)
     except requests.RequestException as exc:
         print(f"{event.label} #{attempt}: {type(exc).__name__}: {exc}")
         return False

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import structlog
 
-from .errors import CommandError
-
 from webhooks.infra import embedded, migrate
-from webhooks.web import front as serving
 from webhooks.infra.config import Settings
+from webhooks.web import front
+
+from .errors import CommandError
 
 log = structlog.get_logger(__name__)
 
@@ -97,20 +97,20 @@ class Served:
         ], stdout=self.output, stderr=self.output)
         if not self.nginx:
             return
-        self._until(lambda: serving.socket_path(self.front_dir).exists(), gunicorn,
+        self._until(lambda: front.socket_path(self.front_dir).exists(), gunicorn,
                     "gunicorn exited before it listened (its log is above)")
         settings = Settings.from_env(self.env)
-        fitted = serving.fitted_connections(settings.front_connections)
+        fitted = front.fitted_connections(settings.front_connections)
         if fitted < settings.front_connections:
             log.warning("front_connections_lowered", connections=fitted, wanted=settings.front_connections,
                         reason="the open-file limit holds two descriptors per connection")
-        config = self.front_dir / serving.CONFIG
-        config.write_text(serving.nginx_config(settings, self.front_dir))
-        front = self._spawn("nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)],
+        config = self.front_dir / front.CONFIG
+        config.write_text(front.nginx_config(settings, self.front_dir))
+        proxy = self._spawn("nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)],
                             stderr=subprocess.PIPE)
-        threading.Thread(target=self._relay, args=(front.stderr,), daemon=True).start()
+        threading.Thread(target=self._relay, args=(proxy.stderr,), daemon=True).start()
         address = (_LOOPBACK if settings.host in ("0.0.0.0", "::") else settings.host, settings.port)
-        self._until(lambda: _accepts(address), front,
+        self._until(lambda: _accepts(address), proxy,
                     lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}")
 
     def process(self, name: str) -> subprocess.Popen:
@@ -193,7 +193,7 @@ def _serve(args: argparse.Namespace) -> int:
     nginx = nginx_binary(settings)
     host = settings.host
     if nginx is None and host != _LOOPBACK:
-        print(f"serve: nginx is not installed ({serving.INSTALL}), so gunicorn alone serves "
+        print(f"serve: nginx is not installed ({front.INSTALL}), so gunicorn alone serves "
               f"{_LOOPBACK}:{port} only, not {host}:{port}", file=sys.stderr)
         host = _LOOPBACK
     check_port_free(host, port)

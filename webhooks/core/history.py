@@ -53,7 +53,7 @@ WHERE provider = %s AND event_id = %s
 """
 
 _FAILED_ATTEMPTS = """
-SELECT failed_at, event_type, error_class, error_message, payload, handler
+SELECT failed_at, event_type, error_class, error_message, payload, handler, account
 FROM webhook_failures
 WHERE provider = %s AND event_id = %s
 ORDER BY failed_at, id
@@ -95,7 +95,7 @@ class EventDetail:
     # The stored body: the ledger's, else the latest failed attempt's.
     payload: str | None
     failures: list[Failure]
-    # The account or shop stored with the ledger row ('' for none; None with no row).
+    # The account or shop stored with the ledger row or the latest failed attempt ('' or None for none).
     account: str | None = None
 
 
@@ -123,7 +123,7 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
         latest = attempts[-1]
         return EventDetail(
             provider, event_id, latest.event_type, "failed", None, None, None,
-            attempts[0].failed_at, None, latest.payload, failures,
+            attempts[0].failed_at, None, latest.payload, failures, latest.account,
         )
     return EventDetail(
         provider, event_id, ledger.event_type, ledger.status, ledger.outcome,

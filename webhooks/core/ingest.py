@@ -2,7 +2,15 @@
 
 Claim, fulfilment and completion commit together or not at all, so a 200 is
 only ever sent for committed effects and a failure leaves no claim behind for
-the provider's retry to trip over.
+the provider's retry to trip over. A delivery takes one of three shapes,
+which the registry's plan names:
+
+- settled: no handler runs, so the claim is inserted already completed, one
+  statement (an event nobody handles, a connected account's event of the
+  other Stripe mode);
+- one statement: a handler whose whole effect, claim and completion
+  included, is a SQL function, called in one statement (a payment's success);
+- a transaction: BEGIN, the claim, the handler, the completion, COMMIT.
 """
 from __future__ import annotations
 
@@ -14,10 +22,11 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from webhooks.infra import db
-from . import ledger, registry
-from webhooks.infra.config import Settings
 from webhooks.infra.db import is_unavailable
-from .events import STRIPE, Event, InvalidEvent, UnsupportedApiVersion, mode_outcome, require_api_version
+
+from . import ledger
+from .events import Event, InvalidEvent, Unprocessable
+from .registry import Handler, OneStatement, Plan, Registry
 
 log = structlog.get_logger(__name__)
 
@@ -41,48 +50,25 @@ def json_body(**fields) -> str:
 IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
 
 
-def accept(pool: ConnectionPool, provider: str, event: Event, settings: Settings) -> Answer:
-    """A verified, parsed event's answer: the path every delivery, backfill and fetch takes.
-
-    A connected account's event of the other mode is claimed and skipped. A
-    handled event in an API version the handlers cannot read is re-synced
-    (claimed, its object fetched later in the pinned version) when the
-    Stripe API is configured and a re-sync is registered, else refused (500).
-    Other providers' events have no mode or API version: they are delivered.
-    """
-    if provider != STRIPE:
-        return deliver(pool, provider, event)
-    try:
-        skip = mode_outcome(event, settings.stripe_mode)
-    except InvalidEvent as exc:
-        return invalid_event(exc)
-    if skip is not None:
-        return deliver(pool, provider, event, lambda conn, event: skip)
-    if registry.handled(event.type):
-        try:
-            require_api_version(event, settings.stripe_api_versions)
-        except UnsupportedApiVersion as exc:
-            resync = registry.fallback("resync") if settings.stripe_api_key else None
-            if resync is None:
-                return refuse(pool, provider, event, exc)
-            return deliver(pool, provider, event, resync)
-    return deliver(pool, provider, event)
-
-
-def deliver(
-    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None = None
+def accept(
+    pool: ConnectionPool, registry: Registry, provider: str, event: Event, settled: str | None = None
 ) -> Answer:
-    """Claim and fulfil `event` with its registered handler, or with `handler` when given."""
+    """An admitted event's answer: the path every delivery, backfill, reprocess and fetch takes.
+
+    `settled` is the outcome its provider's admission gave it, if any: the
+    event is claimed with it and no handler runs.
+    """
     try:
-        return _settle(pool, provider, event, handler)
+        plan = Plan(settled=settled) if settled is not None else registry.plan(provider, event)
+        return _settle(pool, provider, event, plan)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
         return invalid_event(exc)
-    except (UnsupportedApiVersion, ledger.EventIdReused) as exc:
-        return refuse(pool, provider, event, exc)
+    except Unprocessable as exc:
+        return refuse(pool, registry, provider, event, exc)
     except Exception as exc:
-        _record_failure(pool, provider, event, exc)
+        _record_failure(pool, registry, provider, event, exc)
         if is_unavailable(exc):
             return Answer(503, json_body(error="database_unavailable"), "unavailable")
         return Answer(500, json_body(error="fulfilment_failed"), "failed")
@@ -92,21 +78,17 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def refuse(
-    pool: ConnectionPool, provider: str, event: Event, exc: UnsupportedApiVersion | ledger.EventIdReused
-) -> Answer:
+def refuse(pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Unprocessable) -> Answer:
     """A 500 recorded as a failure, claiming nothing: the provider retries, and an operator sees it."""
-    _record_failure(pool, provider, event, exc)
+    _record_failure(pool, registry, provider, event, exc)
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
 
 
-def _settle(
-    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
-) -> Answer:
+def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> Answer:
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
-            answer = _claim_and_fulfil(pool, provider, event, handler)
+            answer = _deliver(pool, provider, event, plan)
         except errors.UniqueViolation as exc:
             # A duplicate committed a write our handler made without
             # ON CONFLICT; a fresh attempt sees it and answers from it.
@@ -122,27 +104,17 @@ def _settle(
     return IN_PROGRESS
 
 
-def _claim_and_fulfil(
-    pool: ConnectionPool, provider: str, event: Event, handler: registry.Handler | None
-) -> Answer | None:
-    settled = None if handler else registry.settled(event, provider)
-    if settled is not None:
-        return _claim_settled(pool, provider, event, settled)
-    whole = None if handler else registry.one_statement(event, provider)
-    if whole is not None:
-        return _deliver_in_one_statement(pool, provider, event, whole)
-    with db.connection(pool) as conn, db.transaction(conn):
-        claim = ledger.claim(conn, provider, event)
-        if claim.ledger_id is None:
-            return _replayed(claim)
-        outcome = handler(conn, event) if handler else registry.run(conn, event, provider)
-        stored = _stored(event, outcome)
-        ledger.complete(conn, claim.ledger_id, outcome, stored)
-    return Answer(stored.status, stored.body, outcome)
+def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> Answer | None:
+    """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
+    if plan.settled is not None:
+        return _settled(pool, provider, event, plan.settled)
+    if plan.statement is not None:
+        return _in_one_statement(pool, provider, event, plan.statement)
+    return _in_transaction(pool, provider, event, plan.handler)
 
 
-def _claim_settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) -> Answer | None:
-    """An event no handler acts on, claimed already completed: one statement, no transaction.
+def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) -> Answer | None:
+    """No handler runs: the claim is inserted completed, one statement, no transaction.
 
     The ledger row is all such an event writes, so the one INSERT commits
     claim and completion together, as the transaction would, in one round
@@ -156,13 +128,11 @@ def _claim_settled(pool: ConnectionPool, provider: str, event: Event, outcome: s
     return Answer(stored.status, stored.body, outcome)
 
 
-def _deliver_in_one_statement(
-    pool: ConnectionPool, provider: str, event: Event, whole: registry.OneStatement
-) -> Answer | None:
+def _in_one_statement(pool: ConnectionPool, provider: str, event: Event, whole: OneStatement) -> Answer | None:
     """Claim, effects and completion in one statement, which commits them together.
 
     Outside a transaction block a statement is its own transaction: this is
-    the transaction above in one round trip instead of six, for the events
+    the transaction below in one round trip instead of six, for the events
     most deliveries are (a payment's success).
     """
     with db.connection(pool) as conn:
@@ -170,6 +140,18 @@ def _deliver_in_one_statement(
     if claim.ledger_id is None:
         return _replayed(claim)
     stored = _stored(event, outcome)
+    return Answer(stored.status, stored.body, outcome)
+
+
+def _in_transaction(pool: ConnectionPool, provider: str, event: Event, handler: Handler) -> Answer | None:
+    """BEGIN, the claim, the handler on the claim's connection, the completion, COMMIT."""
+    with db.connection(pool) as conn, db.transaction(conn):
+        claim = ledger.claim(conn, provider, event)
+        if claim.ledger_id is None:
+            return _replayed(claim)
+        outcome = handler(conn, event)
+        stored = _stored(event, outcome)
+        ledger.complete(conn, claim.ledger_id, outcome, stored)
     return Answer(stored.status, stored.body, outcome)
 
 
@@ -184,7 +166,9 @@ def _replayed(claim: ledger.Claim) -> Answer | None:
     return Answer(claim.held.status, claim.held.body, "replayed", replayed=True)
 
 
-def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exception) -> None:
+def _record_failure(
+    pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Exception
+) -> None:
     log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
     if isinstance(exc, PoolTimeout):
         # No connection could be had a moment ago: waiting for another one
@@ -192,6 +176,6 @@ def _record_failure(pool: ConnectionPool, provider: str, event: Event, exc: Exce
         return
     try:
         with db.connection(pool) as conn, conn.transaction():
-            ledger.record_failure(conn, provider, event, exc)
+            ledger.record_failure(conn, provider, event, exc, registry.handler_name(provider, event.type))
     except Exception as record_exc:
         log.error("failure_not_recorded", event_id=event.id, error=type(record_exc).__name__)

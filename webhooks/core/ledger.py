@@ -1,41 +1,49 @@
 """The webhook_events ledger: claiming an event id, completing it, reading it back.
 
 Every function takes a connection already inside the caller's transaction,
-except `record_failure`, which must not be (see its docstring).
+except `record_failure`, which must not be (see its docstring), and
+`claim_in_one_statement`, whose statement is its own transaction.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
 
 from webhooks.infra import db
-from . import registry
-from .events import Event
 from webhooks.infra.logs import public_message
 
-# The claim and completion are SQL functions (migrations/0024), because
-# the one-statement delivery of a payment success runs them too. A claim is
-# completed at once (status, outcome, answer) when the answer is known
-# before any handler runs; else 'processing' until `complete`.
-CLAIM_COLUMNS = "(claim).ledger_id, (claim).held_status, (claim).held_response_status, " \
-    "(claim).held_response_body, (claim).held_event_type"
-_CLAIM = f"""
-SELECT {CLAIM_COLUMNS}
-FROM webhooks_claim(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::smallint, %s) AS claim
-"""
+from .events import Event, Unprocessable
 
-_COMPLETE = "SELECT webhooks_complete(%s, %s, %s::smallint, %s)"
+# The claim and completion are SQL functions (migrations/0024), because a
+# one-statement delivery runs them too. A claim is completed at once
+# (status, outcome, answer) when the answer is known before any handler
+# runs; else 'processing' until `complete`. `(claim).*` is the
+# webhooks_claimed row: the new id, or the answer of the row holding the id.
+_CLAIM = """
+SELECT (claim).*
+FROM webhooks_claim(
+    %(provider)s, %(event_id)s, %(event_type)s, %(account)s, %(livemode)s, %(created)s, %(payload)s,
+    %(status)s, %(outcome)s, %(response_status)s::smallint, %(response_body)s
+) AS claim
+"""
+# The row's width: a one-statement delivery selects `(claim).*` first, then its own columns.
+_CLAIM_COLUMNS = 5
+
+_COMPLETE = """
+SELECT webhooks_complete(%(ledger_id)s, %(outcome)s, %(response_status)s::smallint, %(response_body)s)
+"""
 
 _RECORD_FAILURE = """
 INSERT INTO webhook_failures
-    (provider, event_id, event_type, error_class, error_message, payload, handler)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+    (provider, event_id, event_type, account, error_class, error_message, payload, handler)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
-class EventIdReused(Exception):
+class EventIdReused(Unprocessable):
     """The event id is claimed by an event of another type: not a redelivery of this one.
 
     Answering it as a replay would drop this event without a trace. A
@@ -81,14 +89,27 @@ def claim(
     blocks until that transaction ends or the session's lock_timeout fires
     (LockNotAvailable), which is what bounds a duplicate's wait.
     """
-    row = db.cursor(conn).execute(
-        _CLAIM, [*claim_fields(provider, event), *_completion(completed)]
-    ).fetchone()
-    return claimed(event, row)
+    params = {**claim_arguments(provider, event), **_completion(completed)}
+    return claimed(event, db.cursor(conn).execute(_CLAIM, params).fetchone())
+
+
+def claim_in_one_statement(
+    conn: psycopg.Connection, query: str, provider: str, event: Event, params: dict[str, Any]
+) -> tuple[Claim, tuple]:
+    """Claim `event` as part of `query`, one statement, which commits on its own.
+
+    `query` calls a SQL function that runs the claim (webhooks_claim) with
+    the claim's named arguments (`claim_arguments`, as `p_provider =>
+    %(provider)s` and so on) besides its own `params`, and selects the
+    claim's row, `(claim).*`, before its own columns. Returns the Claim and
+    those columns.
+    """
+    row = db.cursor(conn).execute(query, {**claim_arguments(provider, event), **params}).fetchone()
+    return claimed(event, row[:_CLAIM_COLUMNS]), row[_CLAIM_COLUMNS:]
 
 
 def claimed(event: Event, row: tuple) -> Claim:
-    """The Claim from a claim function's CLAIM_COLUMNS.
+    """The Claim from a claim function's row.
 
     Event ids are unique across Stripe, so the event that reaches us under
     two scopes (an organisation destination's `context`, a plain endpoint)
@@ -105,35 +126,45 @@ def claimed(event: Event, row: tuple) -> Claim:
     return Claim(None, Stored(status=response_status, body=body))
 
 
-def claim_fields(provider: str, event: Event) -> list:
-    """The row's own fields, in the order every claim function takes them."""
-    return [provider, event.id, event.type, event.account_key, event.livemode, event.created, event.raw]
+def claim_arguments(provider: str, event: Event) -> dict[str, Any]:
+    """The row's own fields, as every claim function takes them by name."""
+    return {
+        "provider": provider, "event_id": event.id, "event_type": event.type,
+        "account": event.account_key, "livemode": event.livemode, "created": event.created,
+        "payload": event.raw,
+    }
 
 
-def _completion(completed: tuple[str, Stored] | None) -> list:
+def _completion(completed: tuple[str, Stored] | None) -> dict[str, Any]:
     if completed is None:
-        return ["processing", None, None, None]
+        return {"status": "processing", "outcome": None, "response_status": None, "response_body": None}
     outcome, stored = completed
-    return ["completed", outcome, stored.status, stored.body]
+    return {"status": "completed", "outcome": outcome, "response_status": stored.status,
+            "response_body": stored.body}
 
 
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
-    db.cursor(conn).execute(_COMPLETE, [ledger_id, outcome, stored.status, stored.body])
+    db.cursor(conn).execute(_COMPLETE, {
+        "ledger_id": ledger_id, "outcome": outcome, "response_status": stored.status,
+        "response_body": stored.body,
+    })
 
 
 def record_failure(
-    conn: psycopg.Connection, provider: str, event: Event, error: BaseException
+    conn: psycopg.Connection, provider: str, event: Event, error: BaseException, handler: str | None
 ) -> None:
-    """Write a failed attempt on `conn`, which must not be in the aborted claim.
+    """Write a failed attempt, and the handler it ran, on `conn`, which must not be in the aborted claim.
 
     A write inside the transaction that failed is refused (25P02) or rolled
     back with it; this has to be its own transaction on a healthy connection.
+    The event's account is kept with it: a provider whose scope travels in an
+    unsigned header (Shopify's shop) needs it to read the stored body back.
     """
     conn.execute(
         _RECORD_FAILURE,
         [
-            provider, event.id, event.type, type(error).__name__, public_message(error)[:2000],
-            event.raw, registry.handler_name(event.type, provider),
+            provider, event.id, event.type, event.account, type(error).__name__,
+            public_message(error)[:2000], event.raw, handler,
         ],
     )
 

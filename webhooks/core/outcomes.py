@@ -11,7 +11,7 @@ PAYMENT_FAILED = "payment_failed"
 SUPERSEDED = "superseded"
 REVOKED = "revoked"
 ALREADY_REVOKED = "already_revoked"
-# A connected account's event of the other Stripe mode (see events.mode_outcome).
+# A connected account's event of the other Stripe mode (providers/stripe.py, mode_outcome).
 IGNORED_OTHER_MODE = "ignored_other_mode"
 # Answered 500, recorded as a failure: the handlers do not know this payload shape.
 UNSUPPORTED_API_VERSION = "unsupported_api_version"

@@ -1,27 +1,33 @@
-"""Which function runs for which event type.
+"""Which function runs for which event, and the shape of its delivery.
 
 A handler takes the claim's connection and the parsed event, runs inside the
 claim's transaction, and returns the outcome word stored in the ledger.
 Handlers are keyed by (provider, event type): Shopify's `orders/paid` and a
 Standard Webhooks sender's `invoice.paid` never meet Stripe's handlers.
-Registering a type again replaces its handler, so a shop can take over a
-built-in one (and call it from its own to keep its effect).
+
+One Registry is built per process, by `webhooks.bootstrap`, from every
+domain and then the modules named by WEBHOOK_HANDLER_MODULES, so the web
+app, the commands and the worker run the same handlers. `handles` only
+marks a function, and `Registry.include` adds a module's marked functions:
+importing a module changes no state. Adding a type again replaces its
+handler, so a shop can take over a built-in one.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Callable, Protocol
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import psycopg
 
-from .events import STRIPE, Event
-from .outcomes import IGNORED, NOTIFIED
+from .events import Event
+from .outcomes import IGNORED
 
-if TYPE_CHECKING:  # the ledger names the handler in its failure records
+if TYPE_CHECKING:  # what a one-statement delivery returns
     from .ledger import Claim
 
 Handler = Callable[[psycopg.Connection, Event], str]
-_HANDLERS: dict[tuple[str, str], Handler] = {}
 
 
 class OneStatement(Protocol):
@@ -33,89 +39,108 @@ class OneStatement(Protocol):
 
 # For some handlers, the one statement an event's whole delivery can be
 # (None for an event that needs the handler itself). Only the handler
-# registered with it has it: a shop's replacement handler runs as any other.
-OneStatementPlan = Callable[[Event], OneStatement | None]
-_ONE_STATEMENT: dict[tuple[str, str], OneStatementPlan] = {}
+# added with it has it: a shop's replacement handler runs as any other.
+OneStatementPlan = Callable[[Event], "OneStatement | None"]
+# What a provider's event that no type handler takes gets: the handler to run,
+# or the outcome it is settled with (Stripe's thin events are fetched later).
+Unhandled = Callable[[Event], "Handler | str"]
+# A provider's check of a handled event before its handler runs: None to run
+# it, another handler to run instead; raises (Unprocessable) to refuse it.
+Guard = Callable[[Event], "Handler | None"]
 
-# Handlers for events no type handler fits, one per situation, registered by
-# the domain: "thin" runs for a thin event whose type has no handler (thin
-# types are open ended, `v1.<any snapshot type>`); "resync" claims a handled
-# event whose API version the handlers cannot read, to fetch its object again.
-_FALLBACKS: dict[str, Handler] = {}
+_MARKS = "__webhooks_handles__"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one event is delivered: by exactly one of the three shapes `core.ingest` knows."""
+
+    # No handler runs: the claim is written completed with this outcome.
+    settled: str | None = None
+    # The handler's whole effect, claim and completion, as one statement.
+    statement: OneStatement | None = None
+    # The handler, run inside the claim's transaction.
+    handler: Handler | None = None
 
 
 def handles(
-    *event_types: str, provider: str = STRIPE, one_statement: OneStatementPlan | None = None
+    *event_types: str, provider: str | None = None, one_statement: OneStatementPlan | None = None
 ) -> Callable[[Handler], Handler]:
-    def register(handler: Handler) -> Handler:
+    """Mark a handler of `event_types` for `Registry.include` (which names the provider if this does not)."""
+
+    def mark(handler: Handler) -> Handler:
+        marks = getattr(handler, _MARKS, ())
+        setattr(handler, _MARKS, (*marks, (provider, event_types, one_statement)))
+        return handler
+
+    return mark
+
+
+def name_of(handler: Handler) -> str:
+    """`module.function` of a handler, through any functools.partial that binds its settings."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    return f"{handler.__module__}.{handler.__qualname__}"
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str], Handler] = {}
+        self._statements: dict[tuple[str, str], OneStatementPlan] = {}
+        self._unhandled: dict[str, Unhandled] = {}
+        self._guards: dict[str, Guard] = {}
+
+    def add(
+        self, provider: str, event_types: Iterable[str], handler: Handler,
+        one_statement: OneStatementPlan | None = None,
+    ) -> None:
         for event_type in event_types:
-            _HANDLERS[provider, event_type] = handler
-            _ONE_STATEMENT.pop((provider, event_type), None)
+            self._handlers[provider, event_type] = handler
+            self._statements.pop((provider, event_type), None)
             if one_statement is not None:
-                _ONE_STATEMENT[provider, event_type] = one_statement
-        return handler
+                self._statements[provider, event_type] = one_statement
 
-    return register
+    def include(self, *modules: ModuleType, provider: str | None = None) -> None:
+        """Add the functions each module defines and marks with `handles`, in the order it defines them.
 
+        `provider` is the provider of the marks that name none.
+        """
+        for module in modules:
+            for value in vars(module).values():
+                if getattr(value, "__module__", None) != module.__name__:
+                    continue  # imported from elsewhere: its own module is included for it
+                for marked, event_types, one_statement in getattr(value, _MARKS, ()):
+                    if (marked or provider) is None:
+                        raise ValueError(f"{name_of(value)} names no provider")
+                    self.add(marked or provider, event_types, value, one_statement)
 
-def handles_fallback(situation: str) -> Callable[[Handler], Handler]:
-    """Register the handler for `situation` ("thin" or "resync"); the last one wins."""
+    def unhandled(self, provider: str, rule: Unhandled) -> None:
+        """What `provider`'s events of a type no handler takes get (by default they are `ignored`)."""
+        self._unhandled[provider] = rule
 
-    def register(handler: Handler) -> Handler:
-        _FALLBACKS[situation] = handler
-        return handler
+    def guard(self, provider: str, rule: Guard) -> None:
+        """A check every handled event of `provider` passes before its handler runs."""
+        self._guards[provider] = rule
 
-    return register
+    def handler(self, provider: str, event_type: str) -> Handler | None:
+        return self._handlers.get((provider, event_type))
 
+    def handler_name(self, provider: str, event_type: str) -> str | None:
+        """`module.function` of the handler this process runs for the type, None if none."""
+        handler = self._handlers.get((provider, event_type))
+        return None if handler is None else name_of(handler)
 
-def fallback(situation: str) -> Handler | None:
-    return _FALLBACKS.get(situation)
-
-
-def handler_for(event_type: str, provider: str = STRIPE) -> Handler | None:
-    return _HANDLERS.get((provider, event_type))
-
-
-def load(modules: tuple[str, ...]) -> None:
-    """Import handler modules (WEBHOOK_HANDLER_MODULES) so their @handles register."""
-    for module in modules:
-        importlib.import_module(module)
-
-
-def handled(event_type: str, provider: str = STRIPE) -> bool:
-    """A handler reads this type's payload (so its shape matters)."""
-    return (provider, event_type) in _HANDLERS
-
-
-def handler_name(event_type: str, provider: str = STRIPE) -> str | None:
-    """`module.function` of the handler this process runs for the type, None if none."""
-    handler = _HANDLERS.get((provider, event_type))
-    return None if handler is None else f"{handler.__module__}.{handler.__qualname__}"
-
-
-def settled(event: Event, provider: str = STRIPE) -> str | None:
-    """The outcome `run` gives `event` without running anything; None when a handler runs."""
-    if (provider, event.type) in _HANDLERS:
-        return None
-    if provider != STRIPE:
-        return IGNORED
-    if event.thin and "thin" in _FALLBACKS:
-        return None
-    # A thin event names its object without carrying it; the ledger row (id,
-    # type, payload) is the record a later fetch works from.
-    return NOTIFIED if event.thin else IGNORED
-
-
-def one_statement(event: Event, provider: str = STRIPE) -> OneStatement | None:
-    """The whole delivery of `event` as one statement, when its handler offers one."""
-    plan = _ONE_STATEMENT.get((provider, event.type))
-    return None if plan is None else plan(event)
-
-
-def run(conn: psycopg.Connection, event: Event, provider: str = STRIPE) -> str:
-    handler = _HANDLERS.get((provider, event.type))
-    if handler is not None:
-        return handler(conn, event)
-    if provider == STRIPE and event.thin and "thin" in _FALLBACKS:
-        return _FALLBACKS["thin"](conn, event)
-    return settled(event, provider)
+    def plan(self, provider: str, event: Event) -> Plan:
+        """How `event` is delivered; raises InvalidEvent or Unprocessable to refuse it."""
+        handler = self._handlers.get((provider, event.type))
+        if handler is None:
+            rule = self._unhandled.get(provider)
+            chosen = IGNORED if rule is None else rule(event)
+            return Plan(settled=chosen) if isinstance(chosen, str) else Plan(handler=chosen)
+        guard = self._guards.get(provider)
+        instead = None if guard is None else guard(event)
+        if instead is not None:
+            return Plan(handler=instead)
+        plan = self._statements.get((provider, event.type))
+        statement = None if plan is None else plan(event)
+        return Plan(statement=statement) if statement is not None else Plan(handler=handler)

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import select
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -157,6 +158,33 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
     pool = ConnectionPool(url or database_url(settings), open=False, **options)
     pool.open(wait=False)
     return pool
+
+
+class LazyPool:
+    """One pool per process, opened on first use, so it is never shared across a fork.
+
+    gunicorn imports the app in its master and forks the workers: a pool
+    opened before the fork would hand each worker the master's sockets.
+    """
+
+    def __init__(self, settings: Settings, **overrides):
+        self._settings = settings
+        self._overrides = overrides
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._pid: int | None = None
+
+    def get(self) -> ConnectionPool:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._pool = open_pool(self._settings, **self._overrides)
+                    self._pid = os.getpid()
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None and self._pid == os.getpid():
+            self._pool.close()
 
 
 _UNAVAILABLE = (

@@ -9,9 +9,8 @@ import json
 import re
 from typing import Any
 
-from webhooks.core.events import InvalidEvent, require_id, require_token
-from .signature import InvalidSignature
-from . import Headers
+from webhooks.core.events import InvalidEvent, InvalidSignature, require_id, require_token
+from .base import Headers
 
 # A sender's event type or account name: short ASCII, slashes allowed
 # (GitHub's `owner/name`, Shopify's `orders/paid`).

@@ -23,9 +23,8 @@ import hmac
 import re
 from typing import Any, Sequence
 
-from webhooks.core.events import Event, InvalidEvent
-from .signature import InvalidSignature
-from . import Headers, Outgoing, Provider, register
+from webhooks.core.events import Event, InvalidEvent, InvalidSignature
+from .base import Headers, Outgoing, Provider
 from .fields import TOKEN, event_type, header_id, json_object, utf8
 
 NAME = "github"
@@ -127,11 +126,11 @@ def sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     }
 
 
-PROVIDER = register(Provider(
+PROVIDER = Provider(
     name=NAME,
     secret_setting="GITHUB_WEBHOOK_SECRET",
     secrets=lambda settings: settings.github_webhook_secrets,
     verify=verify,
     parse=parse,
     sign=sign,
-))
+)

@@ -32,11 +32,11 @@ import re
 import uuid
 from datetime import datetime, timezone
 
-from webhooks.core.events import Event, InvalidEvent
-from .signature import InvalidSignature
-from . import Headers, Outgoing, Provider, fields, register
+from webhooks.core.events import Event, InvalidEvent, InvalidSignature
+from . import fields
+from .base import Headers, Outgoing, Provider
 
-SHOPIFY = "shopify"
+NAME = "shopify"
 API_VERSION = "2026-01"
 HMAC_HEADER = "X-Shopify-Hmac-Sha256"
 EVENT_ID_HEADER = "X-Shopify-Event-Id"
@@ -181,8 +181,8 @@ def _sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     }
 
 
-PROVIDER = register(Provider(
-    name=SHOPIFY,
+PROVIDER = Provider(
+    name=NAME,
     secret_setting="SHOPIFY_WEBHOOK_SECRET",
     secrets=lambda settings: settings.shopify_webhook_secrets,
     verify=_verify,
@@ -191,4 +191,4 @@ PROVIDER = register(Provider(
     # Shopify's app review sends compliance webhooks with a bad HMAC and
     # rejects an app that does not answer them 401 Unauthorized.
     invalid_signature_status=401,
-))
+)

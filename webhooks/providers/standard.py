@@ -19,9 +19,8 @@ from typing import Sequence
 
 import standardwebhooks
 
-from webhooks.core.events import Event, timestamp
-from .signature import InvalidSignature
-from . import Headers, Outgoing, Provider, register
+from webhooks.core.events import Event, InvalidSignature, timestamp
+from .base import Headers, Outgoing, Provider
 from .fields import event_type, header_id, json_object, utf8
 
 NAME = "standard"
@@ -99,11 +98,11 @@ def sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     return {ID: outgoing.event_id, TIMESTAMP: str(at), SIGNATURE: value}
 
 
-PROVIDER = register(Provider(
+PROVIDER = Provider(
     name=NAME,
     secret_setting="STANDARD_WEBHOOKS_SECRET",
     secrets=lambda settings: settings.standard_webhooks_secrets,
     verify=verify,
     parse=parse,
     sign=sign,
-))
+)

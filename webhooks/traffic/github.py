@@ -6,9 +6,10 @@ import uuid
 
 import psycopg
 
-from . import plugin as traffic
 from webhooks.providers import Outgoing
 from webhooks.providers.github import NAME
+
+from . import plugin
 
 # Every tenth delivery is a ping, answered by the built-in handler; pushes are recorded.
 _PING_EVERY = 10
@@ -36,7 +37,7 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
 def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     pings = [out.event_id for out in sent if out.event_type == "ping"]
     (not_ponged,) = conn.execute(_PINGS_NOT_PONGED, [NAME, pings]).fetchone()
-    return {**traffic.completed_once(conn, NAME, sent), "every ping answered pong": not_ponged}
+    return {**plugin.completed_once(conn, NAME, sent), "every ping answered pong": not_ponged}
 
 
-TRAFFIC = traffic.register(traffic.Traffic(NAME, events, audit))
+TRAFFIC = plugin.Traffic(NAME, events, audit)

@@ -1,9 +1,9 @@
 """What `loadtest --provider P` sends for a provider, and how it audits the database after.
 
-One Traffic per provider, registered by the module that knows the
-provider's events (`standard_traffic`, `github_traffic`, ...); loadtest
-imports those modules (`loadtest.TRAFFIC_MODULES`) and signs each body with
-the provider's own signer, so a new provider plugs in without touching it.
+One Traffic per provider, made by the module of this folder named after it
+(stripe.py, standard.py, github.py, shopify.py), all alike: `loadtest`
+lists them (`commands.loadtest.TRAFFIC`) and signs each body with the
+provider's own signer, so a new provider plugs in with one line there.
 """
 from __future__ import annotations
 
@@ -22,18 +22,6 @@ class Traffic:
     events: Callable[[int], list[tuple[bytes, Outgoing]]]
     # after the run, read from the database: check name -> number of violations (0 = passed)
     audit: Callable[[psycopg.Connection, list[Outgoing]], dict[str, int]]
-
-
-_TRAFFIC: dict[str, Traffic] = {}
-
-
-def register(traffic: Traffic) -> Traffic:
-    _TRAFFIC[traffic.provider] = traffic
-    return traffic
-
-
-def get(provider: str) -> Traffic | None:
-    return _TRAFFIC.get(provider)
 
 
 _COMPLETED_ONCE = """

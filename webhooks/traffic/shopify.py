@@ -17,8 +17,9 @@ import uuid
 import psycopg
 
 from webhooks.providers import Outgoing
-from webhooks.providers.shopify import SHOPIFY as PROVIDER
-from . import plugin as traffic
+from webhooks.providers.shopify import NAME
+
+from . import plugin
 
 TOPIC = "orders/paid"
 FULFILLED_JOB = "shopify.order.fulfilled"
@@ -89,10 +90,10 @@ def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     shops, order_ids = [shop for shop, _ in orders], [order_id for _, order_id in orders]
     keys = [f"{FULFILLED_JOB}:{shop}:{order_id}" for shop, order_id in orders]
     return {
-        **traffic.completed_once(conn, PROVIDER, sent),
+        **plugin.completed_once(conn, NAME, sent),
         "each order fulfilled once": conn.execute(_FULFILMENTS, [shops, order_ids]).fetchone()[0],
         "one fulfilment job per order": conn.execute(_JOBS, [keys]).fetchone()[0],
     }
 
 
-TRAFFIC = traffic.register(traffic.Traffic(PROVIDER, events, audit))
+TRAFFIC = plugin.Traffic(NAME, events, audit)

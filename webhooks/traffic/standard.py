@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 
 import psycopg
 
-from . import plugin as traffic
 from webhooks.providers import Outgoing
 from webhooks.providers.standard import NAME
+
+from . import plugin
 
 # No handler takes it: each message is claimed, recorded and answered `ignored`.
 EVENT_TYPE = "loadtest.message"
@@ -26,7 +27,7 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
 
 
 def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
-    return traffic.completed_once(conn, NAME, sent)
+    return plugin.completed_once(conn, NAME, sent)
 
 
-TRAFFIC = traffic.register(traffic.Traffic(NAME, events, audit))
+TRAFFIC = plugin.Traffic(NAME, events, audit)

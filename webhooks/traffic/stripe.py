@@ -1,86 +1,44 @@
-"""Requests shaped like Stripe's own deliveries, for replays and load tests.
-
-The Stripe CLI (`stripe listen --forward-to`) forwards the headers Stripe's
-servers set on a webhook delivery; these are the ones a handler can see.
-"""
+"""`loadtest` as Stripe: Checkout card payments (three events each), and their audit."""
 from __future__ import annotations
 
-import argparse
-import os
-import random
-from dataclasses import dataclass
+import psycopg
 
-from webhooks import providers
-from webhooks.providers import signature
-from webhooks.infra.config import Settings
+from webhooks.providers import Outgoing
+from webhooks.providers.stripe import NAME
 
-WEBHOOK_PATH = "/webhooks/stripe"
-STRIPE_HEADERS = {
-    "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
-    "Content-Type": "application/json; charset=utf-8",
-    "Accept": "*/*; q=0.5, application/xml",
-    "Cache-Control": "no-cache",
-}
+from . import plugin, samples
 
-
-def headers(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
-    """Stripe's headers for `body`, signed now (or at `timestamp`) with `secret`."""
-    return {**STRIPE_HEADERS, "Stripe-Signature": signature.sign(body, secret, timestamp)}
-
-
-def local_url(provider: str = "stripe") -> str:
-    """The provider's URL on the service this machine runs (port from $PORT)."""
-    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/webhooks/{provider}"
+# The payment each sent event belongs to, read from the ledger's payloads
+# (an intent is its own; a session and a charge name theirs), and how many
+# fulfilments it has.
+_FULFILMENTS = """
+SELECT count(*) FILTER (WHERE n <> 1) FROM (
+    SELECT count(f.id) AS n
+    FROM (SELECT DISTINCT coalesce(payload::jsonb #>> '{data,object,payment_intent}',
+                                   payload::jsonb #>> '{data,object,id}') AS payment_id
+          FROM webhook_events
+          WHERE provider = 'stripe' AND event_id = ANY(%s)) AS p
+    LEFT JOIN fulfilments f USING (payment_id)
+    GROUP BY p.payment_id
+) per_payment
+"""
 
 
-def default_secret() -> str | None:
-    """The first configured secret: the one a local service verifies with."""
-    secrets = Settings.from_env().webhook_secrets
-    return secrets[0] if secrets else None
+def sent(events: list[dict]) -> list[tuple[bytes, Outgoing]]:
+    """Stripe events as the bodies Stripe sends, each with what its signer needs."""
+    return [(samples.encode(evt), Outgoing(evt["id"], evt["type"])) for evt in events]
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def events(n: int) -> list[tuple[bytes, Outgoing]]:
+    """n events of Checkout card payments (samples.payment_stream): every payment is an order."""
+    return sent(samples.payment_stream(n))
 
 
-def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.ArgumentParser:
-    """A subcommand that sends as --provider to --url with --secret, by default the local service's."""
-    parser = subparsers.add_parser(
-        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--provider",
-        default="stripe",
-        choices=providers.names(),
-        help="sign and send as this provider does (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--url",
-        help=f"endpoint (default: {local_url('PROVIDER')}, from $PORT)",
-    )
-    parser.add_argument(
-        "--secret",
-        help="signing secret (default: the first of the provider's setting, e.g. $STRIPE_WEBHOOK_SECRET)",
-    )
-    return parser
+def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
+    """Violations per check, for the events in `sent`: the ledger's, and each payment shipped once."""
+    event_ids = sorted({out.event_id for out in sent})
+    (shipped_wrong,) = conn.execute(_FULFILMENTS, [event_ids]).fetchone()
+    return {**plugin.completed_once(conn, NAME, sent), "each payment fulfilled once": shipped_wrong}
 
 
-@dataclass(frozen=True)
-class Retry:
-    """Stripe's schedule (exponential backoff over days), scaled down to a test run."""
-
-    budget: int = 8
-    base_s: float = 0.05
-    cap_s: float = 2.0
-
-    def delay(self, failed_attempts: int) -> float:
-        # Full jitter: duplicates that failed together do not come back together.
-        return random.uniform(0, min(self.cap_s, self.base_s * 2 ** (failed_attempts - 1)))
-
-
-def retryable(status: int | None) -> bool:
-    """Whether Stripe would try again: no answer, 409 (in flight elsewhere) or 5xx."""
-    return status is None or status == 409 or status >= 500
+TRAFFIC = plugin.Traffic(NAME, events, audit)

@@ -1,8 +1,7 @@
-"""The HTTP layer: turn requests into verified events and answers into responses."""
+"""The web app gunicorn serves (wsgi.py): turn requests into verified events and answers into responses."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import structlog
@@ -10,41 +9,18 @@ from flask import Flask, Response
 from werkzeug.datastructures import EnvironHeaders
 from werkzeug.wsgi import get_content_length
 
+from webhooks import bootstrap
+from webhooks.core import ingest
+from webhooks.core.events import InvalidEvent, InvalidSignature
 from webhooks.infra import db, migrate
-from webhooks.core import ingest, registry
-from . import metrics, startup
-from webhooks import providers
-from webhooks.providers import signature
 from webhooks.infra.config import Settings
-from webhooks.infra.db import open_pool
-from webhooks.core.events import STRIPE, InvalidEvent
 from webhooks.infra.logs import configure as configure_logging
+from webhooks.providers import Provider
+
+from . import admin, metrics, startup
 from .route import WEBHOOK_RULE, JsonAnswer, WebhookRoute, read_body
 
 log = structlog.get_logger(__name__)
-PROVIDER = STRIPE
-
-
-class _LazyPool:
-    """One pool per process, opened on first use, so it is never shared across a fork."""
-
-    def __init__(self, settings: Settings):
-        self._settings = settings
-        self._lock = threading.Lock()
-        self._pool = None
-        self._pid = None
-
-    def get(self):
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._pool = open_pool(self._settings)
-                    self._pid = os.getpid()
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None and self._pid == os.getpid():
-            self._pool.close()
 
 
 def _json_response(status: int, body: str, **headers) -> Response:
@@ -60,19 +36,21 @@ def _error(status: int, error: str, detail: str | None = None) -> Response:
 
 
 def create_app(settings: Settings | None = None) -> Flask:
+    """The app, assembled by the composition root (webhooks/bootstrap.py) like every other process."""
     settings = settings or Settings.from_env()
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-    registry.load(settings.handler_modules)
+    service = bootstrap.build(settings)
+    pool = service.pool
     app = Flask(__name__)
     # One byte of slack so read_body, not Werkzeug, sees and refuses the overflow.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    pool = _LazyPool(settings)
+    app.extensions["webhooks.service"] = service
     app.extensions["webhooks.pool"] = pool
     schema = startup.SchemaGate(pool)
 
-    def serve(environ, provider: providers.Provider) -> JsonAnswer:
+    def serve(environ, provider: Provider) -> JsonAnswer:
         started = time.perf_counter()
-        response, event, refusal = _handle(settings, pool, schema, environ, provider)
+        response, event, refusal = _handle(service, schema, environ, provider)
         seconds = time.perf_counter() - started
         outcome = response.headers.get("X-Outcome")
         replayed = response.headers.get("Idempotent-Replayed") == "true"
@@ -104,7 +82,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if not settings.webhook_secrets:
+        if startup.secret_missing(settings, service.providers):
             return _error(503, startup.SECRET_MISSING)
         try:
             # The pool's own wait (WEBHOOK_POOL_TIMEOUT_SECONDS), so a probe
@@ -115,14 +93,17 @@ def create_app(settings: Settings | None = None) -> Flask:
             return _error(503, "database_unavailable", type(exc).__name__)
         if not current:
             return _error(503, startup.SCHEMA_NOT_CURRENT)
-        # Stripe's secret decides readiness (above); the others only say
-        # which URLs take deliveries, so one unset secret does not take the
-        # whole service out of a load balancer.
-        return _json_response(200, ingest.json_body(status="ready", providers=providers.enabled(settings)))
+        # A required provider's secret decides readiness (above); the others
+        # only say which URLs take deliveries, so one unset secret does not
+        # take the whole service out of a load balancer.
+        enabled = service.providers.enabled(settings)
+        return _json_response(200, ingest.json_body(status="ready", providers=enabled))
 
-    app.wsgi_app = WebhookRoute(app, serve)
+    app.wsgi_app = WebhookRoute(app, serve, service.providers)
+    admin.install(app, settings.admin_token, pool, service.providers, service.providers.enabled(settings))
     observe = metrics.install(app, pool, settings.metrics_port, settings.front_dir)
-    startup.announce(settings)
+    startup.announce(settings, service.providers)
+    service.publish_settings()
     log.info("app_ready", pid=os.getpid())
     return app
 
@@ -132,8 +113,8 @@ def _refuse(status: int, error: str, detail: str | None = None, event=None):
     return JsonAnswer(status, _error_body(error, detail), {}), event, {"error": error, "detail": detail}
 
 
-def _handle(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, environ,
-            provider: providers.Provider):
+def _handle(service: bootstrap.Service, schema: startup.SchemaGate, environ, provider: Provider):
+    settings = service.settings
     secrets = provider.secrets(settings)
     if not secrets:
         return _refuse(503, startup.SECRET_MISSING)
@@ -150,18 +131,17 @@ def _handle(settings: Settings, pool: _LazyPool, schema: startup.SchemaGate, env
     try:
         text = provider.verify(body, headers, secrets, settings.signature_tolerance_s)
         event = provider.parse(text, headers)
-        if provider.admit is not None:
-            # ingest.accept checks Stripe's mode too (for backfill and reprocess);
-            # a refusal here is logged with its reason before any database work.
-            provider.admit(event, settings)
-    except signature.InvalidSignature as exc:
+        # Its one admission (Stripe's mode): a refusal is logged with its
+        # reason before any database work.
+        settled = provider.admit(event, settings)
+    except InvalidSignature as exc:
         return _refuse(provider.invalid_signature_status, "invalid_signature", str(exc))
     except InvalidEvent as exc:
         return _refuse(400, exc.error, str(exc), event)
     refusal = schema.refusal()
     if refusal:
         return _refuse(503, refusal, event=event)
-    answer = ingest.accept(pool.get(), provider.name, event, settings)
+    answer = service.deliver(provider.name, event, settled)
     answer_headers = {"X-Outcome": answer.outcome}
     if answer.replayed:
         answer_headers["Idempotent-Replayed"] = "true"

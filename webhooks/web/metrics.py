@@ -32,9 +32,11 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from webhooks.infra import db
 from webhooks.core import outbox
-from . import front as serving
+from webhooks.domains.stripe.scope import SCOPE_CONFLICTS
+from webhooks.infra import db
+
+from . import front
 
 log = structlog.get_logger(__name__)
 
@@ -47,15 +49,6 @@ _CONFLICTS = {
 # psycopg_pool's cumulative statistics, popped after each request and added up.
 _POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
 _POOL_GAUGES = ("pool_size", "pool_available", "requests_waiting")
-
-# Counted where handlers run, outside any app; every app's registry exposes it.
-SCOPE_CONFLICTS = Counter(
-    "webhook_scope_conflicts_total",
-    "Events that named another Connect account for an object already stored",
-    ["object_type"],
-    registry=None,
-)
-
 
 class OutboxCollector:
     """Outbox jobs by status and the age of the oldest, queried per scrape.
@@ -102,7 +95,7 @@ class FrontRefusals:
     def __init__(self, path: Path):
         self._path = path
         self._offset = 0
-        self._counts = collections.Counter({str(status): 0 for status in serving.REFUSALS})
+        self._counts = collections.Counter({str(status): 0 for status in front.REFUSALS})
         self._lock = threading.Lock()
 
     def collect(self):
@@ -115,7 +108,7 @@ class FrontRefusals:
         with self._lock:
             self._read_on()
             for status, count in sorted(self._counts.items()):
-                family.add_metric([status, serving.REFUSALS.get(int(status), "other")], count)
+                family.add_metric([status, front.REFUSALS.get(int(status), "other")], count)
         yield family
 
     def _read_on(self) -> None:
@@ -244,7 +237,7 @@ class ByListener:
 
 def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
     """/metrics for `app` on the scraper's listener; webhook deliveries are reported to the returned Metrics."""
-    metrics = Metrics(pool, serving.refused_log(front_dir) if front_dir else None)
+    metrics = Metrics(pool, front.refused_log(front_dir) if front_dir else None)
     app.extensions["webhooks.metrics"] = metrics
     app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port)
     return metrics

@@ -6,7 +6,7 @@ from werkzeug.exceptions import InternalServerError, RequestEntityTooLarge
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from webhooks import providers
+from webhooks.providers import Provider, Providers
 
 WEBHOOK_PREFIX = "/webhooks/"
 WEBHOOK_RULE = WEBHOOK_PREFIX + "<name>"
@@ -75,13 +75,14 @@ class WebhookRoute:
     unchanged, and an unknown provider's path falls through to its 404.
     """
 
-    def __init__(self, app: Flask, serve):
+    def __init__(self, app: Flask, serve, providers: Providers):
         self._flask_wsgi = app.wsgi_app
         self._app = app
         self.serve = serve
+        self._providers = providers
 
     def __call__(self, environ, start_response):
-        provider = _provider(environ)
+        provider = self._provider(environ)
         if provider is None:
             return self._flask_wsgi(environ, start_response)
         try:
@@ -95,9 +96,8 @@ class WebhookRoute:
             response = InternalServerError().get_response(environ)
         return response(environ, start_response)
 
-
-def _provider(environ) -> providers.Provider | None:
-    path = environ.get("PATH_INFO", "")
-    if environ.get("REQUEST_METHOD") != "POST" or not path.startswith(WEBHOOK_PREFIX):
-        return None
-    return providers.get(path[len(WEBHOOK_PREFIX):])
+    def _provider(self, environ) -> Provider | None:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") != "POST" or not path.startswith(WEBHOOK_PREFIX):
+            return None
+        return self._providers.get(path[len(WEBHOOK_PREFIX):])

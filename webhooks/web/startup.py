@@ -11,10 +11,9 @@ import psycopg
 import structlog
 
 from webhooks.infra import migrate
-from webhooks import providers
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connection, database_url
-from webhooks.core.events import STRIPE
+from webhooks.providers import Providers
 
 log = structlog.get_logger(__name__)
 
@@ -51,16 +50,23 @@ class SchemaGate:
         return None if self._current else SCHEMA_NOT_CURRENT
 
 
-def announce(settings: Settings) -> None:
+def secret_missing(settings: Settings, providers: Providers) -> bool:
+    """A required provider (Stripe) has no secret: no delivery of it can be verified."""
+    return any(p.required and not p.secrets(settings) for p in providers)
+
+
+def announce(settings: Settings, providers: Providers) -> None:
     """Log, at start, each reason the service cannot take deliveries."""
-    if not settings.webhook_secrets:
-        log.error(
-            SECRET_MISSING,
-            fix="set STRIPE_WEBHOOK_SECRET to the endpoint's whsec_... signing secret",
-            effect="/readyz and every delivery answer 503 until then",
-        )
-    for provider in providers.all_providers():
-        if provider.name != STRIPE and not provider.secrets(settings):
+    for provider in providers:
+        if provider.secrets(settings):
+            continue
+        if provider.required:
+            log.error(
+                SECRET_MISSING,
+                fix=f"set {provider.secret_setting} to its endpoint's signing secret",
+                effect="/readyz and every delivery answer 503 until then",
+            )
+        else:
             # A warning, not an error: most shops use only some providers.
             log.warning(
                 "provider_disabled",

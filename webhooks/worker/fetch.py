@@ -2,8 +2,8 @@
 
 The API call happens here, before any connection is checked out, so a slow
 Stripe never holds a claim. The fetched object then goes through
-`ingest.deliver`, the one transaction boundary, as the snapshot event
-`stripe.thin.fetched_event` builds under the id `<event id>:fetched`: a job
+`core.ingest`, the one transaction boundary, as the snapshot event
+`domains.stripe.thin.fetched_event` builds under the id `<event id>:fetched`: a job
 retaken after its worker died, or run again for any reason, meets that
 claim and changes nothing.
 """
@@ -13,16 +13,14 @@ import functools
 import json
 
 import stripe
-from psycopg_pool import ConnectionPool
 
-from webhooks.domains.stripe import api as stripe_api
-from webhooks import fulfilment
+from webhooks import bootstrap
 from webhooks.core import ingest
-from webhooks.infra.config import Settings
-from webhooks.infra.db import open_pool
-from webhooks.core.events import InvalidEvent, UnsupportedApiVersion, parse, require_api_version
-from webhooks.web.app import PROVIDER
+from webhooks.core.events import InvalidEvent
+from webhooks.domains.stripe import api as stripe_api
 from webhooks.domains.stripe import thin
+from webhooks.infra.config import Settings
+from webhooks.providers.stripe import NAME, UnsupportedApiVersion, parse, require_api_version
 
 
 class FetchFailed(RuntimeError):
@@ -30,16 +28,16 @@ class FetchFailed(RuntimeError):
 
 
 @functools.lru_cache(maxsize=1)
-def _resources(settings: Settings) -> tuple[stripe.StripeClient, ConnectionPool]:
-    api = stripe_api.client(settings)
-    fulfilment.load(settings.handler_modules)
-    return api, open_pool(settings, min_size=1, max_size=2)
+def _client(settings: Settings) -> stripe.StripeClient:
+    return stripe_api.client(settings)
 
 
-def run(settings: Settings, payload: bytes) -> ingest.Answer:
+def run(service: bootstrap.Service, payload: bytes) -> ingest.Answer:
+    """Fetch the job's object and apply it, with the worker's handlers, as its snapshot event."""
+    settings = service.settings
     job = json.loads(payload)
     try:
-        api, pool = _resources(settings)
+        api = _client(settings)
         auth = {job["via"]: job["account"]} if job.get("account") else {}
         obj = stripe_api.get(api, job["url"], **auth)
         event = parse(json.dumps(thin.fetched_event(job, obj, settings.stripe_api_version)))
@@ -48,7 +46,8 @@ def run(settings: Settings, payload: bytes) -> ingest.Answer:
         require_api_version(event, settings.stripe_api_versions)
     except (stripe_api.ApiNotConfigured, stripe_api.ApiFailed, InvalidEvent, UnsupportedApiVersion) as exc:
         raise FetchFailed(f"{job['event_id']}: {exc}") from exc
-    answer = ingest.deliver(pool, PROVIDER, event)
+    # Admitted when its thin event (or the event it re-syncs) was claimed.
+    answer = service.deliver(NAME, event)
     if answer.status != 200:
         raise FetchFailed(f"{event.id}: {answer.status} {answer.outcome}")
     return answer

@@ -1,4 +1,4 @@
-"""`python -m webhooks worker`: deliver outbox jobs to WEBHOOK_OUTBOX_URL.
+"""The outbox worker: deliver outbox jobs to WEBHOOK_OUTBOX_URL, run the stripe.fetch job, tell time's access flips.
 
 pgqueuer runs the loop: it claims jobs with FOR UPDATE SKIP LOCKED (so any
 number of workers share the queue without taking the same job), wakes on
@@ -9,9 +9,7 @@ This module decides what a delivery is and what a failure costs.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import signal
 from datetime import timedelta
 
@@ -22,14 +20,13 @@ from pgqueuer import PgQueuer
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
 
-from . import fetch
-from webhooks.commands.errors import CommandError
-
-from webhooks.infra import migrate
+from webhooks import bootstrap
 from webhooks.core import outbox
+from webhooks.domains.stripe import access, thin
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
-from webhooks.domains.stripe import access, thin
+
+from . import fetch
 
 log = structlog.get_logger(__name__)
 
@@ -55,21 +52,22 @@ def post(settings: Settings, job: Job) -> None:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
 
 
-def perform(settings: Settings, job: Job) -> None:
+def perform(service: bootstrap.Service, job: Job) -> None:
     """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed."""
     if job.headers.get(outbox.KIND_HEADER) != thin.FETCH:
-        return post(settings, job)
+        return post(service.settings, job)
     try:
-        fetch.run(settings, job.payload)
+        fetch.run(service, job.payload)
     except fetch.FetchFailed as exc:
         raise DeliveryFailed(str(exc)[:500]) from exc
 
 
-async def deliver(settings: Settings, job: Job) -> None:
+async def deliver(service: bootstrap.Service, job: Job) -> None:
+    settings = service.settings
     key = job.headers[outbox.KEY_HEADER]
     try:
         # requests and psycopg are blocking: a thread keeps the loop free for heartbeats.
-        await asyncio.to_thread(perform, settings, job)
+        await asyncio.to_thread(perform, service, job)
     except DeliveryFailed as exc:
         attempt = job.attempts + 1
         if attempt >= settings.outbox_max_attempts:
@@ -106,21 +104,24 @@ async def _sweeping(settings: Settings, url: str) -> None:
         await asyncio.sleep(settings.access_sweep_s)
 
 
-async def run(settings: Settings, url: str) -> None:
-    sweeper = asyncio.create_task(_sweeping(settings, url))
+async def run(service: bootstrap.Service) -> None:
+    """Until SIGTERM or SIGINT: the queue, and the access sweep beside it."""
+    url = database_url(service.settings)
+    sweeper = asyncio.create_task(_sweeping(service.settings, url))
     try:
-        await _queue(settings, url)
+        await _queue(service, url)
     finally:
         sweeper.cancel()
 
 
-async def _queue(settings: Settings, url: str) -> None:
+async def _queue(service: bootstrap.Service, url: str) -> None:
+    settings = service.settings
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         pgq = PgQueuer.from_psycopg_connection(conn)
 
         @pgq.entrypoint(outbox.ENTRYPOINT, on_failure="hold")
         async def _deliver(job: Job) -> None:
-            await deliver(settings, job)
+            await deliver(service, job)
 
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -132,25 +133,3 @@ async def _queue(settings: Settings, url: str) -> None:
             max_concurrent_tasks=2 * settings.outbox_concurrency,
             heartbeat_timeout=timedelta(seconds=settings.outbox_heartbeat_timeout_s),
         )
-
-
-def _worker(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
-    # pgqueuer's own INFO lines repeat our outbox_retry; its errors still show.
-    logging.getLogger("pgqueuer").setLevel(logging.WARNING)
-    if not settings.outbox_url:
-        log.error("outbox_worker_not_configured", missing="WEBHOOK_OUTBOX_URL")
-        return 2
-    url = database_url(settings)
-    with psycopg.connect(url) as conn:
-        if not migrate.is_current(conn):
-            raise CommandError("the database is not migrated: run `python -m webhooks migrate` first")
-    asyncio.run(run(settings, url))
-    return 0
-
-
-def register(commands) -> None:
-    commands.add_parser(
-        "worker",
-        help="deliver outbox jobs to WEBHOOK_OUTBOX_URL (run as many as you like)",
-    ).set_defaults(func=_worker)

@@ -30,7 +30,6 @@ from webhooks.core import outbox
 from webhooks.infra.db import storable
 from webhooks.core.events import Event, InvalidEvent
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
-from webhooks.providers.shopify import SHOPIFY as PROVIDER
 from webhooks.core.registry import handles
 
 log = structlog.get_logger(__name__)
@@ -160,7 +159,7 @@ def _enqueue_order(conn, kind: str, event: Event, shop: str, order_id: int, **ex
             line_items=_line_items(order), **extra)
 
 
-@handles("orders/paid", provider=PROVIDER)
+@handles("orders/paid")
 def order_paid(conn: psycopg.Connection, event: Event) -> str:
     order_id = require_id(event.data.get("id"), "order id")
     order = note(conn, event, order_id, event.data)
@@ -179,7 +178,7 @@ def order_paid(conn: psycopg.Connection, event: Event) -> str:
     return FULFILLED
 
 
-@handles("orders/cancelled", provider=PROVIDER)
+@handles("orders/cancelled")
 def order_cancelled(conn: psycopg.Connection, event: Event) -> str:
     order_id = require_id(event.data.get("id"), "order id")
     order = note(conn, event, order_id, event.data)

@@ -83,7 +83,7 @@ def _forget_replay(conn: psycopg.Connection, event: Event) -> str:
     return ALREADY_DONE
 
 
-@handles("customers/data_request", provider=orders.PROVIDER)
+@handles("customers/data_request")
 def data_request(conn: psycopg.Connection, event: Event) -> str:
     if _replayed(conn, event):
         return ALREADY_DONE
@@ -99,7 +99,7 @@ def data_request(conn: psycopg.Connection, event: Event) -> str:
     return DATA_REQUEST_QUEUED
 
 
-@handles("customers/redact", provider=orders.PROVIDER)
+@handles("customers/redact")
 def customer_redact(conn: psycopg.Connection, event: Event) -> str:
     if _replayed(conn, event):
         return _forget_replay(conn, event)
@@ -110,7 +110,7 @@ def customer_redact(conn: psycopg.Connection, event: Event) -> str:
     return REDACTED
 
 
-@handles("shop/redact", provider=orders.PROVIDER)
+@handles("shop/redact")
 def shop_redact(conn: psycopg.Connection, event: Event) -> str:
     if _replayed(conn, event):
         return _forget_replay(conn, event)

@@ -35,7 +35,7 @@ def _refund_line_items(refund: dict) -> list[dict]:
     ]
 
 
-@handles("refunds/create", provider=orders.PROVIDER)
+@handles("refunds/create")
 def refund_created(conn: psycopg.Connection, event: Event) -> str:
     refund = event.data
     refund_id = orders.require_id(refund.get("id"), "refund id")

@@ -1,4 +1,38 @@
-"""The Stripe domain: one module per Stripe object, each registering its event handlers.
+"""The Stripe domain: one module per Stripe object, each with its event handlers.
 
-Built on the delivery core (events, registry, outbox); never imports the commands or the web edge.
+Built on the delivery core (events, registry, outbox) and Stripe's wire
+format (webhooks/providers/stripe.py); never imports the commands, the web
+edge or the worker. `register` is how a process takes it in.
 """
+from __future__ import annotations
+
+from functools import partial
+
+from webhooks.core.registry import Registry
+from webhooks.infra.config import Settings
+from webhooks.providers.stripe import NAME
+
+from . import checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin
+from .orders import Orders
+
+# The success events: their handlers ship orders, judged by the order marker
+# bound in at registration. (type, handler, what its event says of the
+# payment, for the one-statement delivery.)
+_SUCCESSES = (
+    ("payment_intent.succeeded", intents.payment_intent_succeeded, intents.payment_success),
+    ("checkout.session.completed", checkout.checkout_completed, checkout.completed_success),
+    ("checkout.session.async_payment_succeeded", checkout.checkout_async_succeeded,
+     checkout.payment_success),
+)
+
+
+def register(registry: Registry, settings: Settings) -> None:
+    """Add the Stripe handlers, and the rules for the Stripe events none of them takes."""
+    registry.include(checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions,
+                     provider=NAME)
+    orders = Orders(settings.order_marker_key)
+    for event_type, handler, success in _SUCCESSES:
+        registry.add(NAME, [event_type], partial(handler, orders=orders),
+                     one_statement=partial(orders.one_statement, success))
+    registry.unhandled(NAME, partial(thin.unhandled, registry))
+    registry.guard(NAME, thin.Resync(settings.stripe_api_versions, bool(settings.stripe_api_key)))

@@ -17,7 +17,7 @@ from webhooks.core.outcomes import (
     SUPERSEDED,
 )
 from webhooks.core.registry import handles
-from .orders import Success, succeeded, success
+from .orders import Orders, Success, success
 from .payments import note, payment_id_of
 
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
@@ -37,7 +37,7 @@ def _payment_id(session: dict) -> str:
     return payment_id_of(session.get("payment_intent"), session.get("id"))
 
 
-def _success(event: Event) -> Success:
+def payment_success(event: Event) -> Success:
     session = event.object
     return success(
         event, _payment_id(session), session.get("amount_total"), session.get("currency"),
@@ -45,8 +45,8 @@ def _success(event: Event) -> Success:
     )
 
 
-def _paid(conn: psycopg.Connection, event: Event) -> str:
-    return succeeded(conn, event, _success(event))
+def _paid(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
+    return orders.succeeded(conn, event, payment_success(event))
 
 
 def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str) -> str:
@@ -64,24 +64,22 @@ def _paid_now(session: dict) -> bool:
     return session.get("mode", "payment") not in _OTHER_MODES and session.get("payment_status") != "unpaid"
 
 
-def _completed_success(event: Event) -> Success | None:
-    return _success(event) if _paid_now(event.object) else None
+def completed_success(event: Event) -> Success | None:
+    return payment_success(event) if _paid_now(event.object) else None
 
 
-@handles("checkout.session.completed", one_statement=_completed_success)
-def checkout_completed(conn: psycopg.Connection, event: Event) -> str:
+def checkout_completed(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
     session = event.object
     other = _OTHER_MODES.get(session.get("mode", "payment"))
     if other is not None:
         return other
     if not _paid_now(session):
         return _not_paid(conn, event, "awaiting_payment", AWAITING_PAYMENT)
-    return _paid(conn, event)
+    return _paid(conn, event, orders)
 
 
-@handles("checkout.session.async_payment_succeeded", one_statement=_success)
-def checkout_async_succeeded(conn: psycopg.Connection, event: Event) -> str:
-    return _paid(conn, event)
+def checkout_async_succeeded(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
+    return _paid(conn, event, orders)
 
 
 @handles("checkout.session.async_payment_failed")

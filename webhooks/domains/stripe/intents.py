@@ -11,11 +11,12 @@ import psycopg
 from webhooks.core.events import Event
 from webhooks.core.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
-from .orders import Success, mark_invoice_payment, succeeded, success
+
+from .orders import Orders, Success, mark_invoice_payment, success
 from .payments import note, payment_id_of
 
 
-def _success(event: Event) -> Success:
+def payment_success(event: Event) -> Success:
     intent = event.object
     return success(
         event, payment_id_of(intent.get("id")), intent.get("amount_received"),
@@ -24,9 +25,8 @@ def _success(event: Event) -> Success:
     )
 
 
-@handles("payment_intent.succeeded", one_statement=_success)
-def payment_intent_succeeded(conn: psycopg.Connection, event: Event) -> str:
-    return succeeded(conn, event, _success(event))
+def payment_intent_succeeded(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
+    return orders.succeeded(conn, event, payment_success(event))
 
 
 @handles("payment_intent.payment_failed")

@@ -19,40 +19,38 @@ disputed when its success arrives is held instead (one `payment.review` job).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import psycopg
 import structlog
 
 from webhooks.core import ledger
-from webhooks.infra.db import cursor
 from webhooks.core.events import Event, require_created, require_id
+from webhooks.infra.db import cursor
+
 from . import scope
 from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
 
-_marker_key = "order_id"
-
-
-def configure(order_marker_key: str) -> None:
-    """Set the metadata key that marks a PaymentIntent as an order (from Settings)."""
-    global _marker_key
-    _marker_key = order_marker_key
-
-
 # The decision is SQL (webhooks_payment_succeeded, migrations/0024, replaced
 # by 0026; why a payment is held is webhooks_hold_reason), so that
 # a success event's whole delivery can be one statement; inside a handler's
 # transaction it is this one.
-_SUCCESS_PARAMS = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s"
+_SUCCESS_ARGUMENTS = """
+    %(payment_id)s, %(amount)s, %(currency)s, %(order)s, %(marker_key)s, %(checkout_mode)s,
+    %(session_id)s, %(client_reference_id)s, %(customer)s, %(session_metadata)s::jsonb,
+    %(intent_metadata)s::jsonb, %(invoice_id)s"""
 _SUCCEEDED = f"""
 SELECT outcome, conflicting_account
-FROM webhooks_payment_succeeded(%s, %s, %s, %s, {_SUCCESS_PARAMS})
+FROM webhooks_payment_succeeded(%(event_id)s, %(event_type)s, %(account)s, %(at)s, {_SUCCESS_ARGUMENTS})
 """
+# The whole delivery: the ledger's claim, the decision, the completion.
 _DELIVER = f"""
-SELECT {ledger.CLAIM_COLUMNS}, outcome, conflicting_account
-FROM webhooks_deliver_payment_succeeded(%s, %s, %s, %s, %s, %s, %s, {_SUCCESS_PARAMS})
+SELECT (delivery.claim).*, delivery.outcome, delivery.conflicting_account
+FROM webhooks_deliver_payment_succeeded(
+    %(provider)s, %(event_id)s, %(event_type)s, %(account)s, %(livemode)s, %(created)s, %(payload)s,
+    {_SUCCESS_ARGUMENTS}) AS delivery
 """
 
 
@@ -66,27 +64,11 @@ class Success:
     order: bool
     facts: dict[str, Any]
 
-    def params(self) -> list:
-        return [
-            self.payment_id, self.amount, self.currency, self.order, _marker_key,
-            *facts_params(self.facts).values(),
-        ]
-
-    def deliver(
-        self, conn: psycopg.Connection, provider: str, event: Event
-    ) -> tuple[ledger.Claim, str | None]:
-        """Claim, decide and complete in one statement on an autocommit connection.
-
-        The claim, and the outcome (None when the event id was taken: the
-        claim then holds the answer to replay, read in the same statement).
-        """
-        *claim_row, outcome, conflicting = cursor(conn).execute(
-            _DELIVER, [*ledger.claim_fields(provider, event), *self.params()]
-        ).fetchone()
-        claim = ledger.claimed(event, claim_row)
-        if claim.ledger_id is None:
-            return claim, None
-        return claim, _decided(event, self, outcome, conflicting)
+    def params(self, marker_key: str | None) -> dict[str, Any]:
+        return {
+            "payment_id": self.payment_id, "amount": self.amount, "currency": self.currency,
+            "order": self.order, "marker_key": marker_key, **facts_params(self.facts),
+        }
 
 
 def success(
@@ -97,16 +79,58 @@ def success(
     return Success(payment_id, amount, currency, order, facts)
 
 
-def succeeded(conn: psycopg.Connection, event: Event, paid: Success) -> str:
-    """Record the success and ship the payment once, if it is an order and not refunded or disputed.
+@dataclass(frozen=True)
+class Orders:
+    """Which succeeded payments ship, by the shop's order marker (WEBHOOK_ORDER_MARKER_KEY).
 
-    Whatever the outcome, the status is recorded, so a later event (the
-    session that makes it an order) finds the payment already succeeded.
+    Built once per process by the Stripe domain's `register` and bound into
+    the handler of every success event, so a delivery, a backfill, a
+    reprocess and a fetch judge a payment alike.
     """
-    row = cursor(conn).execute(
-        _SUCCEEDED, [event.id, event.type, event.account_key, event.created, *paid.params()]
-    ).fetchone()
-    return _decided(event, paid, *row)
+
+    marker_key: str
+
+    def succeeded(self, conn: psycopg.Connection, event: Event, paid: Success) -> str:
+        """Record the success and ship the payment once, if it is an order and not refunded or disputed.
+
+        Whatever the outcome, the status is recorded, so a later event (the
+        session that makes it an order) finds the payment already succeeded.
+        """
+        return _succeeded(conn, event, paid, self.marker_key)
+
+    def one_statement(self, success: Callable[[Event], Success | None], event: Event) -> OneStatement | None:
+        """The whole delivery of `event` as one statement, for the success it states (None: none)."""
+        paid = success(event)
+        return None if paid is None else OneStatement(paid, self.marker_key)
+
+
+@dataclass(frozen=True)
+class OneStatement:
+    """A success event's claim, decision and completion, as one statement on an autocommit connection."""
+
+    paid: Success
+    marker_key: str
+
+    def deliver(
+        self, conn: psycopg.Connection, provider: str, event: Event
+    ) -> tuple[ledger.Claim, str | None]:
+        """The claim, and the outcome (None when the event id was taken: the claim then
+        holds the answer to replay, read in the same statement)."""
+        claim, (outcome, conflicting) = ledger.claim_in_one_statement(
+            conn, _DELIVER, provider, event, self.paid.params(self.marker_key)
+        )
+        if claim.ledger_id is None:
+            return claim, None
+        return claim, _decided(event, self.paid, outcome, conflicting)
+
+
+def _succeeded(conn: psycopg.Connection, event: Event, paid: Success, marker_key: str | None) -> str:
+    params = {
+        "event_id": event.id, "event_type": event.type, "account": event.account_key,
+        "at": event.created, **paid.params(marker_key),
+    }
+    outcome, conflicting = cursor(conn).execute(_SUCCEEDED, params).fetchone()
+    return _decided(event, paid, outcome, conflicting)
 
 
 def _decided(event: Event, paid: Success, outcome: str, conflicting_account: str | None) -> str:
@@ -119,9 +143,12 @@ def fulfil_payment(
     conn: psycopg.Connection, event: Event, payment_id: str, amount: int | None,
     currency: str | None,
 ) -> str:
-    """For a shop's own handler: `payment_id` succeeded and is an order; ship it once."""
+    """For a shop's own handler: `payment_id` succeeded and is an order; ship it once.
+
+    The handler's decision makes it an order, so no order marker is read.
+    """
     paid = success(event, require_id(payment_id, "payment id"), amount, currency, order=True)
-    return succeeded(conn, event, paid)
+    return _succeeded(conn, event, paid, marker_key=None)
 
 
 def mark_invoice_payment(conn: psycopg.Connection, event: Event, payment_intent: str | None) -> None:

@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import psycopg
 import structlog
+from prometheus_client import Counter
 
 from webhooks.core.events import Event
-from webhooks.web.metrics import SCOPE_CONFLICTS
 
 log = structlog.get_logger(__name__)
+
+# Counted where handlers run, outside any app; the web app's /metrics exposes it.
+SCOPE_CONFLICTS = Counter(
+    "webhook_scope_conflicts_total",
+    "Events that named another Connect account for an object already stored",
+    ["object_type"],
+    registry=None,
+)
 
 # Written once in SQL (migrations/0024): a payment's success records its
 # conflict inside the one-statement delivery too.

@@ -19,14 +19,16 @@ it has the shape they expect.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from webhooks.core import outbox
-from webhooks.core.events import Event, UnsupportedApiVersion, require_created, require_id
-from webhooks.core.outcomes import NOTIFIED
-from webhooks.core.registry import handler_for, handles_fallback
+from webhooks.core.events import Event, require_created, require_id
+from webhooks.core.outcomes import IGNORED, NOTIFIED
+from webhooks.core.registry import Handler, Registry
+from webhooks.providers.stripe import NAME, UnsupportedApiVersion, require_api_version, thin
 
 FETCH = "stripe.fetch"
 # The event is recorded and its object will be fetched and applied by the worker.
@@ -52,20 +54,59 @@ def snapshot_type(thin_type: str) -> str | None:
     return thin_type.removeprefix("v1.") if thin_type.startswith("v1.") else None
 
 
-@handles_fallback("thin")
-def fetch_later(conn: psycopg.Connection, event: Event) -> str:
+def unhandled(registry: Registry, event: Event) -> Handler | str:
+    """What a Stripe event of a type no handler takes gets.
+
+    A thin event names its object without carrying it: when a handler reads
+    its snapshot twin, the object is fetched later (`fetch_later`); else the
+    ledger row (id, type, payload) is the record a later fetch works from.
+    Any other event is only recorded.
+    """
+    if not thin(event):
+        return IGNORED
     applies_as = snapshot_type(event.type)
+    if applies_as is None or registry.handler(NAME, applies_as) is None or _url(event) is None:
+        return NOTIFIED
+    return fetch_later
+
+
+def _url(event: Event) -> str | None:
     related = event.data.get("related_object")
     url = related.get("url") if isinstance(related, dict) else None
-    if applies_as is None or handler_for(applies_as) is None or not isinstance(url, str):
-        return NOTIFIED
+    return url if isinstance(url, str) else None
+
+
+def fetch_later(conn: psycopg.Connection, event: Event) -> str:
+    """Queue the fetch of a thin event's object, to apply as its snapshot twin."""
     # The context is the Connect account: it is sent as Stripe-Context, as the
     # stripe library's own fetch_related_object does.
-    enqueue_fetch(conn, event, applies_as, url, via="context")
+    enqueue_fetch(conn, event, snapshot_type(event.type), _url(event), via="context")
     return FETCH_QUEUED
 
 
-@handles_fallback("resync")
+@dataclass(frozen=True)
+class Resync:
+    """The check every handled Stripe event passes: its snapshot is in an API version the handlers read.
+
+    One in another version is claimed with a fetch of its object in the
+    pinned version (`resync_later`) when the API is configured; else it is
+    refused as unsupported (500, recorded), so Stripe retries and an
+    operator sees it.
+    """
+
+    supported: tuple[str, str]
+    api_configured: bool
+
+    def __call__(self, event: Event) -> Handler | None:
+        try:
+            require_api_version(event, self.supported)
+        except UnsupportedApiVersion:
+            if not self.api_configured:
+                raise
+            return resync_later
+        return None
+
+
 def resync_later(conn: psycopg.Connection, event: Event) -> str:
     """A handled event in an API version the handlers cannot read: fetch its object instead.
 

@@ -10,11 +10,11 @@ import hmac
 
 from flask import Blueprint, Flask, Response, render_template, request
 
-from . import activity
-from webhooks.core import history
-
+from webhooks.core import history, outbox
 from webhooks.infra import db
-from webhooks.core import outbox
+from webhooks.providers import Providers
+
+from . import activity
 
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -32,7 +32,7 @@ def _presented_token() -> str:
     return request.args.get("token", "")
 
 
-def install(app: Flask, token: str | None, pool, enabled: list[str]) -> None:
+def install(app: Flask, token: str | None, pool, providers: Providers, enabled: list[str]) -> None:
     """The page, if `token` is set; `enabled` names the providers with a secret."""
     if not token:
         return
@@ -47,7 +47,7 @@ def install(app: Flask, token: str | None, pool, enabled: list[str]) -> None:
         with db.connection(pool.get()) as conn:
             html = render_template(
                 "admin.html",
-                providers=activity.recent(conn, enabled),
+                providers=activity.recent(conn, providers, enabled),
                 window_hours=int(activity.WINDOW.total_seconds() // 3600),
                 events=history.events(conn, limit=50),
                 failures=history.events(conn, status="failed", limit=20),

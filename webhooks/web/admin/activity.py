@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import psycopg
 
-from webhooks import providers
+from webhooks.providers import Providers
 
 WINDOW = timedelta(hours=24)
 
@@ -39,11 +39,11 @@ class Activity:
     counts: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
-def recent(conn: psycopg.Connection, enabled: list[str]) -> list[Activity]:
-    """Every registered provider, enabled ones first, with its counts over WINDOW."""
+def recent(conn: psycopg.Connection, providers: Providers, enabled: list[str]) -> list[Activity]:
+    """Every provider, enabled ones first, with its counts over WINDOW."""
     counts = defaultdict(list)
     for provider, status, outcome, events in conn.execute(_COUNTS, {"window": WINDOW}):
         counts[provider].append((status, outcome, events))
     rows = [Activity(p.name, p.name in enabled, p.secret_setting, counts[p.name])
-            for p in providers.all_providers()]
+            for p in providers]
     return sorted(rows, key=lambda a: (not a.enabled, a.provider))
