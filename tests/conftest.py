@@ -61,7 +61,8 @@ def migrated_schema(server_url: str, directory: Path = migrate.MIGRATIONS_DIR):
         conn.execute(f'CREATE SCHEMA "{schema}"')
     options = conninfo_to_dict(server_url).get("options", "")
     url = make_conninfo(server_url, options=f"{options} -c search_path={schema}".strip())
-    migrate.migrate(url, directory)
+    # Only part of the history: the rule definitions need all of it (the test migrates the rest).
+    migrate.migrate(url, directory, rules=None if directory == migrate.MIGRATIONS_DIR else {})
     try:
         yield url
     finally:

@@ -98,14 +98,28 @@ def _fixed_names(tree: ast.Module) -> set[str]:
     return fixed
 
 
-# Migration files are reviewed code, run as they are written.
-_EXECUTES_CODE = {("migrate.py", "path.read_text()")}
+# Statements that are fixed but not visibly so where they run, each reviewed.
+_EXECUTES_CODE = {
+    # Migration files and the rule definitions beside the Python are
+    # reviewed code, run as they are written.
+    ("migrate.py", "path.read_text()"),
+    ("migrate.py", "text"),
+    # Handed on by a caller, which passes a module constant of its own.
+    ("ledger.py", "query"),
+    ("access.py", "claim_sql"),
+    ("scope.py", "query"),
+    # A table of statements made from a fixed tuple of column names.
+    ("orders.py", "_MARK[fact]"),
+    # Composed with psycopg.sql from this module's own constants.
+    ("reconcile_local.py", "_query(_PRESENT, kind)"),
+    ("reconcile_local.py", "_query(_RECENT, kind)"),
+}
 
 
 def test_service_sql_is_fixed_text_with_parameters():
     """Every execute() in webhooks/ gets a literal, a module constant or psycopg.sql: values only as parameters."""
     built = []
-    for path in sorted((ROOT / "webhooks").glob("*.py")):
+    for path in sorted((ROOT / "webhooks").rglob("*.py")):
         tree = ast.parse(path.read_text())
         constants = _fixed_names(tree)
         for node in ast.walk(tree):

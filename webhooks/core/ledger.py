@@ -17,7 +17,7 @@ from webhooks.infra.logs import public_message
 
 from .events import Event, Unprocessable
 
-# The claim and completion are SQL functions (migrations/0024), because a
+# The claim and completion are SQL functions (ledger.sql), because a
 # one-statement delivery runs them too. A claim is completed at once
 # (status, outcome, answer) when the answer is known before any handler
 # runs; else 'processing' until `complete`. `(claim).*` is the
@@ -25,15 +25,19 @@ from .events import Event, Unprocessable
 _CLAIM = """
 SELECT (claim).*
 FROM webhooks_claim(
-    %(provider)s, %(event_id)s, %(event_type)s, %(account)s, %(livemode)s, %(created)s, %(payload)s,
-    %(status)s, %(outcome)s, %(response_status)s::smallint, %(response_body)s
+    p_provider => %(provider)s, p_event_id => %(event_id)s, p_event_type => %(event_type)s,
+    p_account => %(account)s, p_livemode => %(livemode)s, p_created => %(created)s,
+    p_payload => %(payload)s, p_status => %(status)s, p_outcome => %(outcome)s,
+    p_response_status => %(response_status)s::smallint, p_response_body => %(response_body)s
 ) AS claim
 """
 # The row's width: a one-statement delivery selects `(claim).*` first, then its own columns.
 _CLAIM_COLUMNS = 5
 
 _COMPLETE = """
-SELECT webhooks_complete(%(ledger_id)s, %(outcome)s, %(response_status)s::smallint, %(response_body)s)
+SELECT webhooks_complete(
+    p_ledger_id => %(ledger_id)s, p_outcome => %(outcome)s,
+    p_response_status => %(response_status)s::smallint, p_response_body => %(response_body)s)
 """
 
 _RECORD_FAILURE = """
@@ -100,7 +104,7 @@ def claim_in_one_statement(
 
     `query` calls a SQL function that runs the claim (webhooks_claim) with
     the claim's named arguments (`claim_arguments`, as `p_provider =>
-    %(provider)s` and so on) besides its own `params`, and selects the
+    %(provider)s` and so on: webhooks_claim's) besides its own `params`, and selects the
     claim's row, `(claim).*`, before its own columns. Returns the Claim and
     those columns.
     """

@@ -30,11 +30,11 @@ DEAD = "failed"
 # pgqueuer's own enqueue with on_conflict="skip", as one statement: its
 # Python wrapper (parameter normalising, tracing hooks, batch UNNEST and
 # ordinal mapping for a single job) cost about 400 µs per call on the hot
-# path, more than the insert itself. The function (migrations/0024) writes
+# path, more than the insert itself. The function (outbox.sql) writes
 # the row and log entry pgqueuer writes, with this module's ENTRYPOINT and
 # headers, so its worker consumes them unchanged (tests/test_outbox.py); the
 # one-statement payment delivery enqueues through it too.
-_ENQUEUE = "SELECT webhooks_enqueue(%s, %s::jsonb, %s)"
+_ENQUEUE = "SELECT webhooks_enqueue(p_kind => %(kind)s, p_payload => %(payload)s::jsonb, p_key => %(key)s)"
 
 
 def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> bool:
@@ -45,8 +45,9 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
     same key, which the receiver treats as done. Values copied from a
     payload are made `storable` (the job is jsonb).
     """
+    payload_json = json.dumps(storable(payload), separators=(",", ":"))
     (written,) = cursor(conn).execute(
-        _ENQUEUE, [kind, json.dumps(storable(payload), separators=(",", ":")), idempotency_key]
+        _ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key}
     ).fetchone()
     return written
 

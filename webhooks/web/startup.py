@@ -79,7 +79,7 @@ def announce(settings: Settings, providers: Providers) -> None:
         # Its own connection, not the pool's: a pool only says it timed out,
         # and the cause (a missing database, a refused login) is the news.
         with psycopg.connect(database_url(settings), connect_timeout=2) as conn:
-            current = migrate.is_current(conn)
+            missing = migrate.missing(conn)
     except psycopg.Error as exc:
         log.error(
             DATABASE_UNAVAILABLE,
@@ -87,10 +87,11 @@ def announce(settings: Settings, providers: Providers) -> None:
             effect="/readyz and every delivery answer 503 until it answers",
         )
         return
-    if not current:
+    if missing:
         log.error(
             SCHEMA_NOT_CURRENT,
-            latest=migrate.latest_version(),
+            # Migrations not applied, rule definitions not the code's; the first few.
+            missing=missing[:10],
             fix="run `python -m webhooks migrate` (the Procfile's release process)",
             effect="/readyz and every delivery answer 503 until then",
         )

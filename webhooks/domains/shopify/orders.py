@@ -61,8 +61,12 @@ SET name = coalesce(o.name, EXCLUDED.name),
 RETURNING shop, held_at, refunded_at, cancelled_at
 """
 
-# Written once in SQL (migrations/0024): the record Stripe's scope checks write.
-_SHOP_CONFLICT = "SELECT webhooks_scope_conflict(%s, %s, %s, %s, %s)"
+# Written once in SQL (domains/stripe/scope.sql): the record Stripe's scope checks write.
+_SHOP_CONFLICT = """
+SELECT webhooks_scope_conflict(
+    p_object_type => %(object_type)s, p_object_id => %(object_id)s,
+    p_stored_account => %(stored_shop)s, p_event_account => %(event_shop)s, p_event_id => %(event_id)s)
+"""
 
 # One statement per fact, so each says whether this event was the one that set it.
 _MARK = {
@@ -122,7 +126,10 @@ def check_shop(conn: psycopg.Connection, event: Event, object_type: str, object_
     """Record (in the event's transaction) and log a shop header that is not the object's shop."""
     if shop == event.account:
         return
-    conn.execute(_SHOP_CONFLICT, [object_type, str(object_id), shop, event.account, event.id])
+    conn.execute(_SHOP_CONFLICT, {
+        "object_type": object_type, "object_id": str(object_id), "stored_shop": shop,
+        "event_shop": event.account, "event_id": event.id,
+    })
     log.warning("shop_conflict", object_type=object_type, object_id=object_id, stored_shop=shop,
                 event_shop=event.account, event_id=event.id)
 

@@ -1,6 +1,6 @@
 """Subscription access: the view's decision after an event or with time, and the job when it flips.
 
-The rule itself is SQL (`subscription_access_at`, migrations/0017), so the
+The rule itself is SQL (`subscription_access_at`, access.sql), so the
 shop's code reading the `subscription_access` view and the handlers here
 decide alike. Every handler that changes a subscription first claims its row
 (which locks it, so the state it reads is the one its change applies to),
@@ -39,7 +39,7 @@ RETURNING account, notified_access
 
 _DECISION = """
 SELECT has_access, reason, access_until
-FROM subscription_access_at(coalesce(%s::timestamptz, now()))
+FROM subscription_access_at(at => coalesce(%s::timestamptz, now()))
 WHERE subscription_id = %s
 """
 
@@ -48,7 +48,7 @@ _NOTIFIED = "UPDATE subscriptions SET notified_access = %s WHERE subscription_id
 # Candidates only: each is locked and decided again before anything is told.
 _STALE = """
 SELECT a.subscription_id
-FROM subscription_access_at(coalesce(%s::timestamptz, now())) a
+FROM subscription_access_at(at => coalesce(%s::timestamptz, now())) a
 JOIN subscriptions s USING (subscription_id)
 WHERE s.notified_access IS DISTINCT FROM a.has_access AND s.notified_access IS NOT NULL
 """

@@ -33,24 +33,33 @@ from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
 
-# The decision is SQL (webhooks_payment_succeeded, migrations/0024, replaced
-# by 0026; why a payment is held is webhooks_hold_reason), so that
-# a success event's whole delivery can be one statement; inside a handler's
-# transaction it is this one.
+# The job kinds the decision writes (orders.sql).
+ORDER_FULFILLED = "order.fulfilled"
+PAYMENT_REVIEW = "payment.review"
+
+# The decision is SQL (webhooks_payment_succeeded, orders.sql; why a
+# payment is held is webhooks_hold_reason), so that a success event's whole
+# delivery can be one statement; inside a handler's transaction it is this one.
 _SUCCESS_ARGUMENTS = """
-    %(payment_id)s, %(amount)s, %(currency)s, %(order)s, %(marker_key)s, %(checkout_mode)s,
-    %(session_id)s, %(client_reference_id)s, %(customer)s, %(session_metadata)s::jsonb,
-    %(intent_metadata)s::jsonb, %(invoice_id)s"""
+    p_payment_id => %(payment_id)s, p_amount => %(amount)s, p_currency => %(currency)s,
+    p_order => %(order)s, p_marker_key => %(marker_key)s, p_checkout_mode => %(checkout_mode)s,
+    p_session_id => %(session_id)s, p_client_reference_id => %(client_reference_id)s,
+    p_customer => %(customer)s, p_session_metadata => %(session_metadata)s::jsonb,
+    p_intent_metadata => %(intent_metadata)s::jsonb, p_invoice_id => %(invoice_id)s"""
 _SUCCEEDED = f"""
 SELECT outcome, conflicting_account
-FROM webhooks_payment_succeeded(%(event_id)s, %(event_type)s, %(account)s, %(at)s, {_SUCCESS_ARGUMENTS})
+FROM webhooks_payment_succeeded(
+    p_event_id => %(event_id)s, p_event_type => %(event_type)s, p_account => %(account)s,
+    p_at => %(at)s, {_SUCCESS_ARGUMENTS})
 """
-# The whole delivery: the ledger's claim, the decision, the completion.
+# The whole delivery: the ledger's claim (its arguments are ledger.claim_arguments),
+# the decision, the completion.
 _DELIVER = f"""
 SELECT (delivery.claim).*, delivery.outcome, delivery.conflicting_account
 FROM webhooks_deliver_payment_succeeded(
-    %(provider)s, %(event_id)s, %(event_type)s, %(account)s, %(livemode)s, %(created)s, %(payload)s,
-    {_SUCCESS_ARGUMENTS}) AS delivery
+    p_provider => %(provider)s, p_event_id => %(event_id)s, p_event_type => %(event_type)s,
+    p_account => %(account)s, p_livemode => %(livemode)s, p_created => %(created)s,
+    p_payload => %(payload)s, {_SUCCESS_ARGUMENTS}) AS delivery
 """
 
 

@@ -52,15 +52,18 @@ class Payment:
 
 
 # One statement per event, written once in SQL (webhooks_note_payment,
-# migrations/0024) since a payment's success is decided there too: the row
+# payments.sql) since a payment's success is decided there too: the row
 # is created or locked, the identity facts added (the first event to state
 # one keeps it), and the status applied only if this event is not older
 # than the one that set the current status.
 _NOTE = """
 SELECT * FROM webhooks_note_payment(
-    %(payment_id)s, %(account)s, %(status)s, %(rank)s::smallint, %(at)s, %(amount)s, %(currency)s,
-    %(checkout_mode)s, %(session_id)s, %(client_reference_id)s, %(customer)s,
-    %(session_metadata)s::jsonb, %(intent_metadata)s::jsonb, %(invoice_id)s)
+    p_payment_id => %(payment_id)s, p_account => %(account)s, p_status => %(status)s,
+    p_rank => %(rank)s::smallint, p_at => %(at)s, p_amount => %(amount)s, p_currency => %(currency)s,
+    p_checkout_mode => %(checkout_mode)s, p_session_id => %(session_id)s,
+    p_client_reference_id => %(client_reference_id)s, p_customer => %(customer)s,
+    p_session_metadata => %(session_metadata)s::jsonb, p_intent_metadata => %(intent_metadata)s::jsonb,
+    p_invoice_id => %(invoice_id)s)
 """
 
 _FACTS = (

@@ -27,9 +27,14 @@ SCOPE_CONFLICTS = Counter(
     registry=None,
 )
 
-# Written once in SQL (migrations/0024): a payment's success records its
+# Written once in SQL (scope.sql): a payment's success records its
 # conflict inside the one-statement delivery too.
-_RECORD = "SELECT webhooks_scope_conflict(%s, %s, %s, %s, %s)"
+_RECORD = """
+SELECT webhooks_scope_conflict(
+    p_object_type => %(object_type)s, p_object_id => %(object_id)s,
+    p_stored_account => %(stored_account)s, p_event_account => %(event_account)s,
+    p_event_id => %(event_id)s)
+"""
 
 
 def check(
@@ -43,7 +48,10 @@ def check(
     """
     if stored_account is None or stored_account == event.account_key:
         return True
-    conn.execute(_RECORD, [object_type, object_id, stored_account, event.account_key, event.id])
+    conn.execute(_RECORD, {
+        "object_type": object_type, "object_id": object_id, "stored_account": stored_account,
+        "event_account": event.account_key, "event_id": event.id,
+    })
     alert(event, object_type, object_id, stored_account)
     return False
 
