@@ -6,6 +6,7 @@ with these settings behind nginx, which buffers every request whole
 front's folder. Alone, it listens on HOST:PORT, which is only safe behind a
 router that buffers requests itself (README, "Serving").
 """
+
 import multiprocessing
 import os
 import shutil
@@ -17,7 +18,8 @@ from webhooks.web.front import GUNICORN_KEEPALIVE_S, socket_path
 
 _settings = Settings.from_env()
 _public = (
-    f"unix:{socket_path(_settings.front_dir)}" if _settings.front_dir
+    f"unix:{socket_path(_settings.front_dir)}"
+    if _settings.front_dir
     else f"{_settings.host}:{_settings.port}"
 )
 # The scraper's own listener: /metrics is served there and nowhere else.
@@ -53,9 +55,7 @@ logger_class = "webhooks.infra.logs.GunicornLogger"
 # files here and /metrics adds them up; without it a scrape would see only the
 # one worker that answered. Set before any worker imports prometheus_client.
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
-        prefix="webhooks-metrics-"
-    )
+    _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="webhooks-metrics-")
 
 
 def on_starting(server):

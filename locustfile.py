@@ -9,6 +9,7 @@ once. A 409 or 5xx is recorded as a failure and retried with Stripe-like
 backoff. With DATABASE_URL set, the ledger and fulfilments are audited when the
 test stops, and a failed audit makes locust exit 1.
 """
+
 import os
 from collections import Counter
 

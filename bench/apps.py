@@ -8,17 +8,17 @@ ledger and no unique index: it verifies and parses like the service, then
 looks for the payment and inserts it if absent, in one READ COMMITTED
 transaction. Concurrent duplicates all see "absent" and all insert.
 """
+
 from __future__ import annotations
 
 from flask import Flask, Response, request
 
-from webhooks.traffic import samples
-
-from webhooks.providers import stripe as stripe_wire
+from webhooks.core.events import InvalidEvent
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
-from webhooks.core.events import InvalidEvent
+from webhooks.providers import stripe as stripe_wire
 from webhooks.providers.stripe import parse
+from webhooks.traffic import samples
 
 NAIVE_TABLE = """
 CREATE TABLE naive_fulfilments (

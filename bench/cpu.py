@@ -4,6 +4,7 @@ On a 2-core machine shared by the load generator, the web workers and
 PostgreSQL, throughput is CPU per delivery in disguise; these figures say
 which of the three a row's deliveries cost.
 """
+
 from __future__ import annotations
 
 import os

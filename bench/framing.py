@@ -4,6 +4,7 @@ The tests (tests/test_front.py, tests/test_serving.py) assert what each gets
 from the served stack; `python -m bench.fronts` sends the same bytes to each
 candidate front, to choose between them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,14 +47,17 @@ def expect_continue(version: str, headers: dict[str, str], body: bytes) -> tuple
     return f"{head}Content-Length: {len(body)}\r\n\r\n".encode(), body
 
 
-def chunked(headers: dict[str, str], body: bytes, extension: bytes = b"", trailer: bytes = b"",
-            pieces: int = 16) -> bytes:
+def chunked(
+    headers: dict[str, str], body: bytes, extension: bytes = b"", trailer: bytes = b"", pieces: int = 16
+) -> bytes:
     """`body` chunked in `pieces`, each size line carrying `extension`, and `trailer` after the last."""
     head = "POST /webhooks/stripe HTTP/1.1\r\nHost: hostile\r\nTransfer-Encoding: chunked\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     step = -(-len(body) // pieces)
-    chunks = b"".join(b"%x%s\r\n%s\r\n" % (len(body[i:i + step]), extension, body[i:i + step])
-                      for i in range(0, len(body), step))
+    chunks = b"".join(
+        b"%x%s\r\n%s\r\n" % (len(body[i : i + step]), extension, body[i : i + step])
+        for i in range(0, len(body), step)
+    )
     return head.encode() + b"\r\n" + chunks + b"0\r\n" + trailer + b"\r\n"
 
 
@@ -75,8 +79,15 @@ class Answer:
         return self.data.split(b"\r\n\r\n", 1)[-1]
 
 
-def exchange(address: tuple[str, int], data: bytes, wait_s: float = 5.0, half_close: bool = False,
-             quiet_s: float = 0.5, then: bytes = b"", pause_s: float = 0.0) -> Answer:
+def exchange(
+    address: tuple[str, int],
+    data: bytes,
+    wait_s: float = 5.0,
+    half_close: bool = False,
+    quiet_s: float = 0.5,
+    then: bytes = b"",
+    pause_s: float = 0.0,
+) -> Answer:
     """Send `data` on a new connection (and `then` after `pause_s`), and read until the
     server closes it, `quiet_s` passes without a byte after an answer, or `wait_s` in all."""
     with socket.create_connection(address, timeout=wait_s) as conn:

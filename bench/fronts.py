@@ -13,6 +13,7 @@ costs in the front and in gunicorn's workers.
 Both fronts must be installed (apt-get install nginx haproxy); the timeouts
 are 3 s so that the cuts come within the run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,11 @@ from pathlib import Path
 import psutil
 import requests
 
+from webhooks.infra.config import Settings
+from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 from webhooks.traffic.report import markdown_table
 from webhooks.web import front as serving
-from webhooks.providers import stripe as stripe_wire
-from webhooks.infra.config import Settings
 
 from . import cpu, framing, servers, wrk
 
@@ -69,7 +70,9 @@ class Front:
         self.title, self.port = title, port
         config_path = folder / f"{port}.conf"
         config_path.write_text(config)
-        self.proc = subprocess.Popen([*argv(config_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [*argv(config_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while not _accepts(port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -96,15 +99,31 @@ def _accepts(port: int) -> bool:
 def _fronts(settings: Settings, folder: Path) -> list[Front]:
     socket_path = serving.socket_path(folder)
     nginx_port = servers.free_port()
-    nginx_config = serving.nginx_config(dataclasses.replace(settings, host="127.0.0.1", port=nginx_port), folder)
-    fronts = [Front("nginx 1.22 (the service's config)",
-                    lambda path: ["nginx", "-p", str(folder), "-c", str(path)], nginx_config, folder, nginx_port)]
-    for title, bufsize in (("HAProxy 2.6, default 16 KiB buffer", 16384),
-                           ("HAProxy 2.6, buffer over the body cap", settings.max_body_bytes + 16384)):
+    nginx_config = serving.nginx_config(
+        dataclasses.replace(settings, host="127.0.0.1", port=nginx_port), folder
+    )
+    fronts = [
+        Front(
+            "nginx 1.22 (the service's config)",
+            lambda path: ["nginx", "-p", str(folder), "-c", str(path)],
+            nginx_config,
+            folder,
+            nginx_port,
+        )
+    ]
+    for title, bufsize in (
+        ("HAProxy 2.6, default 16 KiB buffer", 16384),
+        ("HAProxy 2.6, buffer over the body cap", settings.max_body_bytes + 16384),
+    ):
         port = servers.free_port()
-        config = _HAPROXY % {"connections": settings.front_connections, "bufsize": bufsize,
-                             "timeout": TIMEOUT_S, "port": port, "body_cap": settings.max_body_bytes,
-                             "socket": socket_path}
+        config = _HAPROXY % {
+            "connections": settings.front_connections,
+            "bufsize": bufsize,
+            "timeout": TIMEOUT_S,
+            "port": port,
+            "body_cap": settings.max_body_bytes,
+            "socket": socket_path,
+        }
         fronts.append(Front(title, lambda path: ["haproxy", "-f", str(path)], config, folder, port))
     return fronts
 
@@ -135,7 +154,9 @@ def _held_until_cut(port: int, data: bytes, count: int, trickle: bool = False) -
         statuses = {s for s in held.statuses() if s}
     if "open" in states:
         return f"{states.count('open')} of {count} still held after {4 * TIMEOUT_S} s"
-    return f"all cut after {time.monotonic() - started:.1f} s" + (f" ({sorted(statuses)})" if statuses else "")
+    return f"all cut after {time.monotonic() - started:.1f} s" + (
+        f" ({sorted(statuses)})" if statuses else ""
+    )
 
 
 def _healthz_while(port: int, data: bytes, count: int) -> str:
@@ -179,29 +200,39 @@ def hostile(front: Front) -> dict[str, str]:
     stalled_body = framing.HEAD + b"Content-Length: 200000\r\n\r\n" + b"a" * 100_000
     return {
         "chunk size -6": _answer(framing.exchange(address, framing.NEGATIVE_CHUNK)),
-        "32 chunk sizes over the cap (FFFFFFF), then nothing": _held_until_cut(front.port, framing.OVER_CAP_CHUNK, 32),
+        "32 chunk sizes over the cap (FFFFFFF), then nothing": _held_until_cut(
+            front.port, framing.OVER_CAP_CHUNK, 32
+        ),
         "a head over 64 KiB that never ends": _answer(framing.exchange(address, framing.ENDLESS_HEAD)),
         f"{len(malformed)} malformed chunked bodies": ", ".join(str(s) for s in malformed),
-        "signed delivery, 16 chunks with 1 MiB extensions each":
-            f"{extended.status()}, front memory +{grown:.0f} MiB",
-        "signed delivery with 8 MiB of trailers":
-            _answer(framing.exchange(address, _signed_chunked(trailer=b"X-Trailer: t\r\n" * 600_000), wait_s=30)),
+        "signed delivery, 16 chunks with 1 MiB extensions each": f"{extended.status()}, front memory +{grown:.0f} MiB",
+        "signed delivery with 8 MiB of trailers": _answer(
+            framing.exchange(address, _signed_chunked(trailer=b"X-Trailer: t\r\n" * 600_000), wait_s=30)
+        ),
         "4 MiB pipeline of GET /healthz": f"{pipelined} answers at {pipelined / seconds:.0f}/s",
         "Expect: 100-continue, HTTP/1.1 and HTTP/1.0": f"{continued['1.1']} and {continued['1.0']}",
-        "bare-LF request, then a CRLF one": str(framing.exchange(address, framing.BARE_LF + framing.HEALTHZ).statuses()),
+        "bare-LF request, then a CRLF one": str(
+            framing.exchange(address, framing.BARE_LF + framing.HEALTHZ).statuses()
+        ),
         "20 bodies trickling a byte a second": _held_until_cut(
-            front.port, framing.HEAD + b"Content-Length: 1000\r\n\r\n", 20, trickle=True),
-        "/healthz while 20 bodies that sent 100 KB of 200 KB trickle the rest":
-            _healthz_while(front.port, stalled_body, 20),
+            front.port, framing.HEAD + b"Content-Length: 1000\r\n\r\n", 20, trickle=True
+        ),
+        "/healthz while 20 bodies that sent 100 KB of 200 KB trickle the rest": _healthz_while(
+            front.port, stalled_body, 20
+        ),
         "500 bodies that sent 400 KB of 524 KB and stalled": _memory_while(
-            front, framing.HEAD + b"Content-Length: 524000\r\n\r\n" + b"a" * 400_000, 500),
+            front, framing.HEAD + b"Content-Length: 524000\r\n\r\n" + b"a" * 400_000, 500
+        ),
     }
 
 
-def cost(fronts: list[Front], direct_port: int, workers: list[int], rounds: int, seconds: int,
-         folder: Path) -> list[list[str]]:
+def cost(
+    fronts: list[Front], direct_port: int, workers: list[int], rounds: int, seconds: int, folder: Path
+) -> list[list[str]]:
     """wrk's signed deliveries, K=1, each front and direct in turn per round."""
-    targets = [("gunicorn direct (loopback TCP)", direct_port, [])] + [(f.title, f.port, f.pids()) for f in fronts]
+    targets = [("gunicorn direct (loopback TCP)", direct_port, [])] + [
+        (f.title, f.port, f.pids()) for f in fronts
+    ]
     measured = {title: [] for title, _, _ in targets}
     requests_file = folder / "requests"
     for _ in range(rounds):
@@ -212,23 +243,39 @@ def cost(fronts: list[Front], direct_port: int, workers: list[int], rounds: int,
             with meter:
                 run = wrk.run(url, requests_file, 16, seconds)
             attempts = run.requests_per_s * run.seconds
-            measured[title].append((run.requests_per_s, meter.used["workers"] / attempts * 1e6,
-                                    meter.used["front"] / attempts * 1e6, run.non_2xx))
+            measured[title].append(
+                (
+                    run.requests_per_s,
+                    meter.used["workers"] / attempts * 1e6,
+                    meter.used["front"] / attempts * 1e6,
+                    run.non_2xx,
+                )
+            )
             print(f"[bench.fronts] {title}: {run.requests_per_s:.0f} deliveries/s", file=sys.stderr)
-    return [[title, f"{statistics.median(m[0] for m in rows):.0f}",
-             " / ".join(f"{m[0]:.0f}" for m in rows),
-             f"{statistics.median(m[1] for m in rows):.0f}",
-             "-" if title.startswith("gunicorn") else f"{statistics.median(m[2] for m in rows):.0f}",
-             str(sum(m[3] for m in rows))]
-            for title, rows in measured.items()]
+    return [
+        [
+            title,
+            f"{statistics.median(m[0] for m in rows):.0f}",
+            " / ".join(f"{m[0]:.0f}" for m in rows),
+            f"{statistics.median(m[1] for m in rows):.0f}",
+            "-" if title.startswith("gunicorn") else f"{statistics.median(m[2] for m in rows):.0f}",
+            str(sum(m[3] for m in rows)),
+        ]
+        for title, rows in measured.items()
+    ]
 
 
 @contextlib.contextmanager
 def _gunicorn(env: dict[str, str], direct_port: int, log_path: Path):
     """gunicorn.conf.py on the socket, the direct port and the metrics port; yields its pid once it answers."""
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
-                                cwd=servers.ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+            cwd=servers.ROOT,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             servers.wait_healthy(proc, f"http://127.0.0.1:{direct_port}", log_path)
             yield proc.pid
@@ -238,11 +285,16 @@ def _gunicorn(env: dict[str, str], direct_port: int, log_path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fronts", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fronts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=4, help="wrk's window per front and round")
-    parser.add_argument("--database", default=os.environ.get("DATABASE_URL") or "postgresql://root@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--database", default=os.environ.get("DATABASE_URL") or "postgresql://root@127.0.0.1:5432/test"
+    )
     args = parser.parse_args(argv)
     for tool in ("nginx", "haproxy", "wrk"):
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin") is None:
@@ -250,10 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-fronts-"))
     folder.chmod(0o711)
     direct_port, metrics_port = servers.free_port(), servers.free_port()
-    env = {"STRIPE_WEBHOOK_SECRET": SECRET, "WEBHOOK_FRONT_DIR": str(folder),
-           "WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS": str(TIMEOUT_S), "METRICS_PORT": str(metrics_port),
-           "GUNICORN_CMD_ARGS": f"--bind unix:{serving.socket_path(folder)} --bind 127.0.0.1:{direct_port} "
-                                f"--bind 127.0.0.1:{metrics_port}"}
+    env = {
+        "STRIPE_WEBHOOK_SECRET": SECRET,
+        "WEBHOOK_FRONT_DIR": str(folder),
+        "WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS": str(TIMEOUT_S),
+        "METRICS_PORT": str(metrics_port),
+        "GUNICORN_CMD_ARGS": f"--bind unix:{serving.socket_path(folder)} --bind 127.0.0.1:{direct_port} "
+        f"--bind 127.0.0.1:{metrics_port}",
+    }
     with servers.private_schema(args.database) as url:
         env["DATABASE_URL"] = url
         with _gunicorn(env, direct_port, folder / "gunicorn.log") as pid:
@@ -267,13 +323,30 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(folder, ignore_errors=True)
     cases = list(next(iter(behaviour.values())))
     print(f"$ python -m bench.fronts {' '.join(argv if argv is not None else sys.argv[1:])}\n")
-    print(markdown_table(["hostile input", *behaviour],
-                         [[case, *(answers[case] for answers in behaviour.values())] for case in cases]))
+    print(
+        markdown_table(
+            ["hostile input", *behaviour],
+            [[case, *(answers[case] for answers in behaviour.values())] for case in cases],
+        )
+    )
     print()
-    print(markdown_table(["served by", "deliveries/s", "per round", "CPU µs/delivery: gunicorn workers",
-                          "front", "non-2xx"], costs))
-    print(f"\n{os.cpu_count()} cores; gunicorn.conf.py defaults (gthread); wrk, 16 connections, K=1, "
-          f"{args.rounds} rounds of {args.seconds} s per row, interleaved; timeouts {TIMEOUT_S} s")
+    print(
+        markdown_table(
+            [
+                "served by",
+                "deliveries/s",
+                "per round",
+                "CPU µs/delivery: gunicorn workers",
+                "front",
+                "non-2xx",
+            ],
+            costs,
+        )
+    )
+    print(
+        f"\n{os.cpu_count()} cores; gunicorn.conf.py defaults (gthread); wrk, 16 connections, K=1, "
+        f"{args.rounds} rounds of {args.seconds} s per row, interleaved; timeouts {TIMEOUT_S} s"
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ event ids and payment id turned into pgbench expressions so every run of
 the script is a new payment. Whatever the
 handlers do (ledger, payments, fulfilments, outbox), the ceiling does too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,9 +73,7 @@ def _literal(conn: psycopg.Connection, cursor, query, params) -> str:
     if isinstance(query, bytes):
         query = query.decode()
     if isinstance(cursor, psycopg.RawCursor):  # $1-style placeholders
-        return re.sub(
-            r"\$(\d+)", lambda m: sql.Literal(params[int(m[1]) - 1]).as_string(conn), query
-        )
+        return re.sub(r"\$(\d+)", lambda m: sql.Literal(params[int(m[1]) - 1]).as_string(conn), query)
     return psycopg.ClientCursor(conn).mogrify(query, params)
 
 
@@ -154,13 +153,28 @@ def run(conninfo: str, clients: int, seconds: int, deliveries_per_s: float | Non
         path = Path(tmp) / "payment.sql"
         path.write_text(script(record(conninfo)))
         args = [
-            PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T", str(seconds),
-            *paced, "-f", str(path), "--log", "--log-prefix", str(Path(tmp) / "txn"),
+            PGBENCH,
+            "-n",
+            "-M",
+            "prepared",
+            "-c",
+            str(clients),
+            "-j",
+            "2",
+            "-T",
+            str(seconds),
+            *paced,
+            "-f",
+            str(path),
+            "--log",
+            "--log-prefix",
+            str(Path(tmp) / "txn"),
             make_conninfo(conninfo, application_name=name),
         ]
         started = time.time()
-        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp) as proc:
+        with subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp
+        ) as proc:
             window = _backend_cpu(conninfo, name, clients, started + seconds)
             stdout, stderr = proc.communicate()
         if proc.returncode != 0:

@@ -5,6 +5,7 @@ gunicorn, flask, webhooks, ...). Samples in a wait for the database, a lock
 or the next request are counted apart: under load they measure queueing,
 not work.
 """
+
 from __future__ import annotations
 
 import re

@@ -14,6 +14,7 @@ The machine is shared, so the rows run in rounds (each row once per round,
 in order) and every ratio is taken between rows of the same round; the
 table shows medians over rounds and each round's value.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +35,12 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from webhooks.commands.serve import nginx_binary
+from webhooks.infra.config import Settings
 from webhooks.providers import Outgoing
 from webhooks.traffic import audit, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
 from webhooks.traffic.report import markdown_table, percentile
-from webhooks.commands.serve import nginx_binary
-from webhooks.infra.config import Settings
 from webhooks.web.front import INSTALL
 
 from . import apps, cpu, pgbench, profile, servers, wrk
@@ -47,16 +48,33 @@ from . import apps, cpu, pgbench, profile, servers, wrk
 SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
 WARM_UP_EVENTS = 300
-ROWS = ("service", "service_dup", "trivial", "pgbench", "naive", "service_big",
-        "wrk_service", "wrk_service_front", "pgbench_paced", "wrk_service_big", "wrk_service_dup", "seed", "seed_dup",
-        "wrk_trivial")
+ROWS = (
+    "service",
+    "service_dup",
+    "trivial",
+    "pgbench",
+    "naive",
+    "service_big",
+    "wrk_service",
+    "wrk_service_front",
+    "pgbench_paced",
+    "wrk_service_big",
+    "wrk_service_dup",
+    "seed",
+    "seed_dup",
+    "wrk_trivial",
+)
 # Rows driven by wrk: (what serves, K > 1, on the pre-filled ledger); the seed
 # rows serve the article's Node handler.
-_WRK_ROWS = {"wrk_service": ("service", False, False), "wrk_service_dup": ("service", True, False),
-             "wrk_service_front": ("front", False, False),
-             "wrk_service_big": ("service", False, True),
-             "seed": ("seed", False, False), "seed_dup": ("seed", True, False),
-             "wrk_trivial": ("trivial", False, False)}
+_WRK_ROWS = {
+    "wrk_service": ("service", False, False),
+    "wrk_service_dup": ("service", True, False),
+    "wrk_service_front": ("front", False, False),
+    "wrk_service_big": ("service", False, True),
+    "seed": ("seed", False, False),
+    "seed_dup": ("seed", True, False),
+    "wrk_trivial": ("trivial", False, False),
+}
 _BIG_ROWS = ("service_big", "wrk_service_big")
 # --profile records the first of these that runs, in its first round.
 _PROFILED_ROWS = ("service", "wrk_service")
@@ -67,8 +85,13 @@ _COMPLETED = {
 }
 _DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
 # Environment that changes how the rows are served: shown with the results.
-_SETTINGS = ("WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS", "GUNICORN_CMD_ARGS",
-             "WEBHOOK_POOL_MAX_SIZE")
+_SETTINGS = (
+    "WEB_CONCURRENCY",
+    "GUNICORN_WORKER_CLASS",
+    "GUNICORN_THREADS",
+    "GUNICORN_CMD_ARGS",
+    "WEBHOOK_POOL_MAX_SIZE",
+)
 
 _PREFILL = """
 INSERT INTO webhook_events
@@ -105,25 +128,51 @@ def _row_names(text: str) -> list[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--concurrency", "-c", type=int, default=16,
-                        help="HTTP connections and pgbench clients (default %(default)s)")
-    parser.add_argument("--seconds", type=int, default=3,
-                        help="length of a row in one round (default %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--concurrency",
+        "-c",
+        type=int,
+        default=16,
+        help="HTTP connections and pgbench clients (default %(default)s)",
+    )
+    parser.add_argument(
+        "--seconds", type=int, default=3, help="length of a row in one round (default %(default)s)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default %(default)s)")
-    parser.add_argument("--duplicates", "-k", type=int, default=4,
-                        help="deliveries per event in the duplicate rows (default %(default)s)")
-    parser.add_argument("--ledger-rows", type=int, default=10_000_000,
-                        help="rows pre-filled for the ledger-scale row (default %(default)s)")
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
-                        help="server to create private schemas on (default: $DATABASE_URL or %(default)s)")
-    parser.add_argument("--rows", type=_row_names, default=list(ROWS),
-                        help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)")
+    parser.add_argument(
+        "--duplicates",
+        "-k",
+        type=int,
+        default=4,
+        help="deliveries per event in the duplicate rows (default %(default)s)",
+    )
+    parser.add_argument(
+        "--ledger-rows",
+        type=int,
+        default=10_000_000,
+        help="rows pre-filled for the ledger-scale row (default %(default)s)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
+        help="server to create private schemas on (default: $DATABASE_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--rows",
+        type=_row_names,
+        default=list(ROWS),
+        help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)",
+    )
     parser.add_argument("--wrk-cpus", help="taskset CPU list for wrk (default: not pinned)")
-    parser.add_argument("--profile", type=Path,
-                        help="record py-spy stacks of the service's workers here, over the first round "
-                             "of the service or wrk_service row, whichever runs first")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="record py-spy stacks of the service's workers here, over the first round "
+        "of the service or wrk_service row, whichever runs first",
+    )
     args = parser.parse_args(argv)
     if args.profile and not set(_PROFILED_ROWS) & set(args.rows):
         parser.error(f"--profile records one of the rows {', '.join(_PROFILED_ROWS)}: none is in --rows")
@@ -134,8 +183,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"the wrk_service_front row needs nginx ({INSTALL})")
     for tool, rows in needs.items():
         if set(rows) & set(args.rows) and shutil.which(tool) is None:
-            parser.error(f"{tool} is not installed (Debian: apt-get install "
-                         f"{ {'pgbench': 'postgresql-client', 'node': 'nodejs npm'}.get(tool, tool)})")
+            parser.error(
+                f"{tool} is not installed (Debian: apt-get install "
+                f"{ {'pgbench': 'postgresql-client', 'node': 'nodejs npm'}.get(tool, tool) })"
+            )
     return args
 
 
@@ -152,7 +203,7 @@ class Bench:
             "service_dup": f"service, K={k} duplicates racing",
             "trivial": "HTTP ceiling: trivial Flask endpoint, no DB",
             "pgbench": f"DB ceiling: pgbench -M prepared, {c} clients, the service's recorded SQL "
-                       "(p99: one payment's 3 transactions)",
+            "(p99: one payment's 3 transactions)",
             "pgbench_paced": "pgbench as above, paced at the service's K=1 wrk rate",
             "naive": f"naive check-then-insert, no unique index, K={k}",
             "service_big": f"service, K=1, ledger pre-filled with {self.args.ledger_rows:,} rows",
@@ -178,8 +229,13 @@ class Bench:
             pace = self.rates.get(("service", 1, self.empty), 1500) if row == "pgbench_paced" else None
             outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds, pace)
             rate = outcome.deliveries_per_s
-            return Measure(rate, rate, percentile(outcome.latencies_ms, 99),
-                           cpu_us={"postgres": outcome.postgres_cpu_us}, idle=outcome.idle)
+            return Measure(
+                rate,
+                rate,
+                percentile(outcome.latencies_ms, 99),
+                cpu_us={"postgres": outcome.postgres_cpu_us},
+                idle=outcome.idle,
+            )
         if row == "trivial":
             return self._http("bench.apps:trivial", self.empty, 1)[1]
         if row == "naive":
@@ -219,12 +275,16 @@ class Bench:
         conninfo = self.seed if served == "seed" else conninfo
         name = f"bench-{os.getpid()}"
         dsn = make_conninfo(conninfo, application_name=name)
-        env = {"DATABASE_URL": servers.libpq_url(dsn) if served == "seed" else dsn,
-               "STRIPE_WEBHOOK_SECRET": SECRET}
-        serve = {"seed": servers.seed,
-                 "service": functools.partial(servers.gunicorn, "wsgi:app"),
-                 "front": servers.front,
-                 "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial")}[served]
+        env = {
+            "DATABASE_URL": servers.libpq_url(dsn) if served == "seed" else dsn,
+            "STRIPE_WEBHOOK_SECRET": SECRET,
+        }
+        serve = {
+            "seed": servers.seed,
+            "service": functools.partial(servers.gunicorn, "wsgi:app"),
+            "front": servers.front,
+            "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial"),
+        }[served]
         requests = self.workdir / "requests"
         key = (served, duplicates, conninfo)
         with serve(env, self.workdir / "server.log") as (url, pid, front):
@@ -245,8 +305,14 @@ class Bench:
             doubled = self._sql(conninfo, _DOUBLE_FULFILMENTS)[0][0]
             notes["no double fulfilment" if doubled == 0 else f"DOUBLE FULFILMENTS: {doubled}"] += 1
         used = {**meter.used, "client": run.cpu_s}
-        return Measure(events / run.seconds, run.requests_per_s, run.p99_ms, notes,
-                       {part: seconds / attempts * 1e6 for part, seconds in used.items()}, meter.idle)
+        return Measure(
+            events / run.seconds,
+            run.requests_per_s,
+            run.p99_ms,
+            notes,
+            {part: seconds / attempts * 1e6 for part, seconds in used.items()},
+            meter.idle,
+        )
 
     def _completed(self, served: str, conninfo: str) -> int:
         return self._sql(conninfo, _COMPLETED[served])[0][0] if served in _COMPLETED else 0
@@ -282,9 +348,21 @@ class _py_spy:
     def __enter__(self):
         if self.output:
             self.proc = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(self.pid), "--subprocesses", "--format", "raw",
-                 "--rate", "200", "--output", str(self.output)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    "py-spy",
+                    "record",
+                    "--pid",
+                    str(self.pid),
+                    "--subprocesses",
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "200",
+                    "--output",
+                    str(self.output),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             time.sleep(1.0)  # attached before the load starts
 
@@ -304,36 +382,68 @@ def _ratio_specs(args: argparse.Namespace):
     """(label, numerator row, denominator rows, how the denominators combine)."""
     k, filled = args.duplicates, f"{args.ledger_rows:,}"
     return [
-        ("**service / min(HTTP ceiling, DB ceiling)** (target >= 0.7)", "service", ("trivial", "pgbench"), min),
+        (
+            "**service / min(HTTP ceiling, DB ceiling)** (target >= 0.7)",
+            "service",
+            ("trivial", "pgbench"),
+            min,
+        ),
         ("service / combined ceiling 1 / (1/HTTP + 1/DB)", "service", ("trivial", "pgbench"), _combined),
         ("service / HTTP ceiling", "service", ("trivial",), min),
         ("service / DB ceiling", "service", ("pgbench",), min),
         (f"service K={k} / service K=1 (unique events/s)", "service_dup", ("service",), min),
         (f"naive K={k} / service K={k} (unique events/s)", "naive", ("service_dup",), min),
         (f"service on {filled} ledger rows / on an empty ledger", "service_big", ("service",), min),
-        (f"service on {filled} ledger rows / on an empty ledger, wrk (target >= 0.95)",
-         "wrk_service_big", ("wrk_service",), min),
+        (
+            f"service on {filled} ledger rows / on an empty ledger, wrk (target >= 0.95)",
+            "wrk_service_big",
+            ("wrk_service",),
+            min,
+        ),
         ("**service / seed article's handler, K=1 (wrk)** (target >= 1.0)", "wrk_service", ("seed",), min),
-        (f"**service / seed article's handler, K={k} (wrk)** (target >= 1.0)", "wrk_service_dup",
-         ("seed_dup",), min),
+        (
+            f"**service / seed article's handler, K={k} (wrk)** (target >= 1.0)",
+            "wrk_service_dup",
+            ("seed_dup",),
+            min,
+        ),
         ("service through its front / direct, K=1 (wrk)", "wrk_service_front", ("wrk_service",), min),
-        ("service / combined ceiling 1 / (1/HTTP + 1/DB), wrk (target >= 0.8)", "wrk_service",
-         ("wrk_trivial", "pgbench"), _combined),
+        (
+            "service / combined ceiling 1 / (1/HTTP + 1/DB), wrk (target >= 0.8)",
+            "wrk_service",
+            ("wrk_trivial", "pgbench"),
+            _combined,
+        ),
         # The same yardstick held to the peer: how far the ceilings are from
         # what a handler doing less than ours reaches on this machine.
-        ("seed article's handler / combined ceiling, wrk (for scale)", "seed",
-         ("wrk_trivial", "pgbench"), _combined),
+        (
+            "seed article's handler / combined ceiling, wrk (for scale)",
+            "seed",
+            ("wrk_trivial", "pgbench"),
+            _combined,
+        ),
     ]
 
 
 # (label, row, the pgbench row whose PostgreSQL CPU is the floor's database half)
 _FLOOR_SPECS = [
-    ("**CPU per delivery, web + postgres (K=1, wrk) / floor: a trivial request's web CPU "
-     "+ pgbench's postgres CPU per delivery for the same SQL** (target <= 1.3)", "wrk_service", "pgbench"),
-    ("seed article's handler's CPU per delivery (server + postgres, K=1) / the same floor (for scale)",
-     "seed", "pgbench"),
-    ("CPU per delivery (K=1, wrk) / the floor with pgbench paced at the service's rate (for scale: "
-     "fewer transactions share each WAL flush)", "wrk_service", "pgbench_paced"),
+    (
+        "**CPU per delivery, web + postgres (K=1, wrk) / floor: a trivial request's web CPU "
+        "+ pgbench's postgres CPU per delivery for the same SQL** (target <= 1.3)",
+        "wrk_service",
+        "pgbench",
+    ),
+    (
+        "seed article's handler's CPU per delivery (server + postgres, K=1) / the same floor (for scale)",
+        "seed",
+        "pgbench",
+    ),
+    (
+        "CPU per delivery (K=1, wrk) / the floor with pgbench paced at the service's rate (for scale: "
+        "fewer transactions share each WAL flush)",
+        "wrk_service",
+        "pgbench_paced",
+    ),
 ]
 
 
@@ -365,16 +475,18 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
     for key in rows:
         measures = [r[key] for r in rounds]
         notes = sum((m.notes for m in measures), Counter())
-        table.append([
-            titles[key],
-            f"{statistics.median(m.events_per_s for m in measures):.0f}",
-            f"{statistics.median(m.deliveries_per_s for m in measures):.0f}",
-            f"{statistics.median(m.p99_ms for m in measures):.1f}",
-            " / ".join(f"{m.events_per_s:.0f}" for m in measures),
-            *(_median_cpu(measures, part) for part in ("workers", "front", "postgres", "client")),
-            f"{100 * statistics.median(m.idle for m in measures):.0f}",
-            ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
-        ])
+        table.append(
+            [
+                titles[key],
+                f"{statistics.median(m.events_per_s for m in measures):.0f}",
+                f"{statistics.median(m.deliveries_per_s for m in measures):.0f}",
+                f"{statistics.median(m.p99_ms for m in measures):.1f}",
+                " / ".join(f"{m.events_per_s:.0f}" for m in measures),
+                *(_median_cpu(measures, part) for part in ("workers", "front", "postgres", "client")),
+                f"{100 * statistics.median(m.idle for m in measures):.0f}",
+                ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
+            ]
+        )
     ratios = []
     for label, top, bottoms, combine in _ratio_specs(args):
         if top in rows and all(b in rows for b in bottoms):
@@ -384,31 +496,60 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
         if all(r in rows for r in (row, "wrk_trivial", database)):
             ratios.append(_ratio_row(label, [_cpu_over_floor(r, row, database) for r in rounds]))
     if {"wrk_service_front", "wrk_service"} <= set(rows):
-        ratios.append(_ratio_row("CPU per delivery through its front (web + front + postgres) / direct "
-                                 "(web + postgres), K=1, wrk", [_cpu_through_front(r) for r in rounds]))
+        ratios.append(
+            _ratio_row(
+                "CPU per delivery through its front (web + front + postgres) / direct "
+                "(web + postgres), K=1, wrk",
+                [_cpu_through_front(r) for r in rounds],
+            )
+        )
     overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
         f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
-        + (f" with {', '.join(overrides)}" if overrides else " (gthread, workers = cores, 8 threads each, keep-alive)")
+        + (
+            f" with {', '.join(overrides)}"
+            if overrides
+            else " (gthread, workers = cores, 8 threads each, keep-alive)"
+        )
         + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
         f"about {args.seconds} s per row; medians over rounds"
     )
-    return "\n\n".join([
-        markdown_table(["row", "unique events/s", "deliveries/s", "p99 ms", "per round",
-                        "CPU µs/attempt: web workers", "front", "postgres", "load generator", "machine idle %",
-                        "totals"], table),
-        markdown_table(["ratio (same round)", "median", "per round"], ratios),
-        setup,
-    ]) + "\n"
+    return (
+        "\n\n".join(
+            [
+                markdown_table(
+                    [
+                        "row",
+                        "unique events/s",
+                        "deliveries/s",
+                        "p99 ms",
+                        "per round",
+                        "CPU µs/attempt: web workers",
+                        "front",
+                        "postgres",
+                        "load generator",
+                        "machine idle %",
+                        "totals",
+                    ],
+                    table,
+                ),
+                markdown_table(["ratio (same round)", "median", "per round"], ratios),
+                setup,
+            ]
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rounds: list[dict[str, Measure]] = []
-    with servers.private_schema(args.database_url) as empty, \
-            servers.private_schema(args.database_url) as filled, \
-            servers.private_schema(args.database_url, migrated=False) as seed, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        servers.private_schema(args.database_url) as empty,
+        servers.private_schema(args.database_url) as filled,
+        servers.private_schema(args.database_url, migrated=False) as seed,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         servers.seed_schema(seed)
         bench = Bench(args, empty, filled, seed, Path(tmp))
         Bench._sql(empty, apps.NAIVE_TABLE)
@@ -421,21 +562,27 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 Bench._sql(filled, "CHECKPOINT")
             except psycopg.errors.InsufficientPrivilege:
-                print("[bench] no CHECKPOINT (needs pg_checkpoint): the first rounds may pay for the pre-fill",
-                      file=sys.stderr)
+                print(
+                    "[bench] no CHECKPOINT (needs pg_checkpoint): the first rounds may pay for the pre-fill",
+                    file=sys.stderr,
+                )
             print(f"[bench] ledger pre-filled in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         for number in range(1, args.rounds + 1):
             rounds.append({})
             for row in args.rows:
                 rounds[-1][row] = bench.measure(row)
-                print(f"[bench] round {number} {row}: {rounds[-1][row].events_per_s:.0f} events/s",
-                      file=sys.stderr)
+                print(
+                    f"[bench] round {number} {row}: {rounds[-1][row].events_per_s:.0f} events/s",
+                    file=sys.stderr,
+                )
     print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
     print(render(args, bench.titles(), rounds))
     if args.profile:
         if not args.profile.is_file() or not args.profile.stat().st_size:
-            print(f"bench: py-spy recorded no stacks in {args.profile} (it needs ptrace: root or CAP_SYS_PTRACE)",
-                  file=sys.stderr)
+            print(
+                f"bench: py-spy recorded no stacks in {args.profile} (it needs ptrace: root or CAP_SYS_PTRACE)",
+                file=sys.stderr,
+            )
             return 1
         print(profile.summary(args.profile))
     return 0

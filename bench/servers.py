@@ -3,6 +3,7 @@
 
 Each server yields (its base URL, the pid whose children are its workers, the front's pids).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from webhooks.commands.serve import Served, nginx_binary
 from webhooks.infra import migrate
-from webhooks.web.front import INSTALL
 from webhooks.infra.config import Settings
+from webhooks.web.front import INSTALL
 
 from .cpu import children as cpu_children
 
@@ -82,8 +83,9 @@ SEED = ROOT / "bench" / "peers" / "seed"
 def seed(env: dict[str, str], log_path: Path):
     """The seed article's Node handler; yields its base URL once it answers."""
     if not (SEED / "node_modules").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=SEED, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=SEED, check=True, stdout=subprocess.DEVNULL
+        )
     with _served(["node", "server.js"], SEED, env, log_path) as served:
         yield served
 
@@ -98,8 +100,10 @@ def libpq_url(conninfo: str) -> str:
     params = conninfo_to_dict(conninfo)
     query = {k: v for k, v in params.items() if k in ("options", "application_name")}
     auth = params.get("user", "") + (f":{params['password']}" if params.get("password") else "")
-    return (f"postgresql://{auth}@{params.get('host', '127.0.0.1')}:{params.get('port', 5432)}"
-            f"/{params.get('dbname', '')}?{urlencode(query, quote_via=quote)}")
+    return (
+        f"postgresql://{auth}@{params.get('host', '127.0.0.1')}:{params.get('port', 5432)}"
+        f"/{params.get('dbname', '')}?{urlencode(query, quote_via=quote)}"
+    )
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ long the server took to cut each slow connection, and how it cut them.
 private schema served as `python -m webhooks serve` serves it: nginx in front
 of gunicorn.conf.py's defaults.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 from webhooks.traffic.report import percentile
-from webhooks.providers import stripe as stripe_wire
 
 _HEAD = (
     "POST /webhooks/stripe HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
@@ -47,13 +48,16 @@ class Report:
     def summary(self) -> str:
         lat = sorted(self.latencies_ms)
         cuts = sorted(self.cut_after_s)
-        return "\n".join([
-            f"deliveries: {len(lat)} {dict(self.statuses)}; latency ms p50 "
-            f"{percentile(lat, 50):.1f} p99 {percentile(lat, 99):.1f} max {lat[-1]:.1f}",
-            f"slow connections opened: {self.opened}; cut: {len(cuts)} {dict(self.cut_by)}; "
-            f"cut after s: min {cuts[0]:.1f} median {percentile(cuts, 50):.1f} max {cuts[-1]:.1f}"
-            if cuts else "slow connections: none cut",
-        ])
+        return "\n".join(
+            [
+                f"deliveries: {len(lat)} {dict(self.statuses)}; latency ms p50 "
+                f"{percentile(lat, 50):.1f} p99 {percentile(lat, 99):.1f} max {lat[-1]:.1f}",
+                f"slow connections opened: {self.opened}; cut: {len(cuts)} {dict(self.cut_by)}; "
+                f"cut after s: min {cuts[0]:.1f} median {percentile(cuts, 50):.1f} max {cuts[-1]:.1f}"
+                if cuts
+                else "slow connections: none cut",
+            ]
+        )
 
 
 async def _slow_connection(host, port, kind: str, stop_at: float, report: Report) -> None:
@@ -118,8 +122,11 @@ async def _deliveries(host, port, secret: str, stop_at: float, report: Report) -
 async def _send_until_then(host, port, secret, seconds, counts: dict[str, int]) -> Report:
     report = Report()
     stop_at = time.monotonic() + seconds
-    slow = [_slow_connection(host, port, kind, stop_at, report)
-            for kind, count in counts.items() for _ in range(count)]
+    slow = [
+        _slow_connection(host, port, kind, stop_at, report)
+        for kind, count in counts.items()
+        for _ in range(count)
+    ]
     # Let the slow connections take their places before the deliveries start.
     tasks = [asyncio.ensure_future(c) for c in slow]
     await asyncio.sleep(1.0)
@@ -128,8 +135,9 @@ async def _send_until_then(host, port, secret, seconds, counts: dict[str, int]) 
     return report
 
 
-def run(url: str, secret: str, seconds: float, trickle: int = 200, silent: int = 200,
-        idle: int = 0) -> Report:
+def run(
+    url: str, secret: str, seconds: float, trickle: int = 200, silent: int = 200, idle: int = 0
+) -> Report:
     host, port = url.removeprefix("http://").split(":")
     counts = {"trickle": trickle, "silent": silent, "idle": idle}
     return asyncio.run(_send_until_then(host, int(port), secret, seconds, counts))
@@ -153,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             report = run(url, secret, args.seconds, args.trickle, args.silent, args.idle)
     log = log_path.read_text()
     print(report.summary())
-    print(f"served log: {log_path}; worker timeouts/kills: "
-          f"{log.count('WORKER TIMEOUT') + log.count('SIGKILL')}, error lines: {log.count('[ERROR]')}")
+    print(
+        f"served log: {log_path}; worker timeouts/kills: "
+        f"{log.count('WORKER TIMEOUT') + log.count('SIGKILL')}, error lines: {log.count('[ERROR]')}"
+    )
     return 0 if report.p99_ms() <= 1000 else 1
 
 

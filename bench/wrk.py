@@ -11,6 +11,7 @@ requests, so the K copies of an event race each other, as a duplicate storm
 does. Running out of events would turn the tail into replays, so the file
 holds more than the window can use.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 _SCRIPT = """
 local reqs = {}
@@ -69,8 +70,21 @@ def run(url: str, requests: Path, connections: int, seconds: float, cpus: str | 
     """wrk sending `requests` to `url` for `seconds`, pinned to `cpus` if given (taskset)."""
     script = requests.with_suffix(".lua")
     script.write_text(_SCRIPT)
-    command = ["wrk", "-t", "1", "-c", str(connections), "-d", f"{round(seconds)}s", "--latency",
-               "-s", str(script), url + "/webhooks/stripe", "--", str(requests)]
+    command = [
+        "wrk",
+        "-t",
+        "1",
+        "-c",
+        str(connections),
+        "-d",
+        f"{round(seconds)}s",
+        "--latency",
+        "-s",
+        str(script),
+        url + "/webhooks/stripe",
+        "--",
+        str(requests),
+    ]
     if cpus:
         command = ["taskset", "-c", cpus, *command]
     cpu_before, started = _children_cpu(), time.monotonic()

@@ -1,4 +1,5 @@
 """Fixtures: a real PostgreSQL, a fresh schema per test, the app, a real gunicorn."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,15 +19,12 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from webhooks.infra import migrate
+from tests import reliability, senders
+from webhooks.infra import embedded, migrate
+from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
-
 from webhooks.traffic import samples
 from webhooks.web.app import create_app
-from webhooks.infra.config import Settings
-from webhooks.infra import embedded
-
-from tests import reliability, senders
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "whsec_test_primary_0123456789"
@@ -192,11 +190,17 @@ class Gunicorn:
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [*command, "--port", str(self.port)] if command
+            [*command, "--port", str(self.port)]
+            if command
             else [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
             cwd=ROOT,
-            env={**os.environ, "HOST": "127.0.0.1", **env, "PORT": str(self.port),
-                 "METRICS_PORT": str(self.metrics_port)},
+            env={
+                **os.environ,
+                "HOST": "127.0.0.1",
+                **env,
+                "PORT": str(self.port),
+                "METRICS_PORT": str(self.metrics_port),
+            },
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

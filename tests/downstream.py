@@ -1,4 +1,5 @@
 """Outbox test doubles that are real: an HTTP receiver on loopback and worker processes."""
+
 from __future__ import annotations
 
 import http.server

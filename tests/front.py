@@ -1,4 +1,5 @@
 """What the tests of the served stack send and time: signed deliveries, /healthz, the front's refusals."""
+
 from __future__ import annotations
 
 import time
@@ -47,10 +48,13 @@ def served_meanwhile(server, rounds: int = 5) -> tuple[float, float]:
 
 def refusals(server) -> Counter:
     page = scrape(requests.get(server.metrics_url, timeout=10).text)
-    return Counter({
-        dict(labels)["status"]: count for (name, labels), count in page.items()
-        if name == "webhook_front_refusals_total"
-    })
+    return Counter(
+        {
+            dict(labels)["status"]: count
+            for (name, labels), count in page.items()
+            if name == "webhook_front_refusals_total"
+        }
+    )
 
 
 def until_cut(held: framing.Held, within_s: float) -> float:

@@ -14,6 +14,7 @@
                    ON CONFLICT: a handler whose unique violation quotes a customer's email
   payment_id       then fulfil this payment
 """
+
 import os
 import time
 
@@ -57,9 +58,9 @@ def scripted(conn: psycopg.Connection, event) -> str:
         except psycopg.errors.DivisionByZero:
             pass  # the transaction is now aborted (25P02 for anything after)
         raise ScriptedFailure("aborted transaction")
-    failed = conn.execute(
-        "SELECT count(*) FROM webhook_failures WHERE event_id = %s", [event.id]
-    ).fetchone()[0]
+    failed = conn.execute("SELECT count(*) FROM webhook_failures WHERE event_id = %s", [event.id]).fetchone()[
+        0
+    ]
     if failed < int(script.get("fail_attempts", 0)):
         raise ScriptedFailure(f"scripted failure {failed + 1}")
     if script.get("clash_payment_id"):
@@ -80,8 +81,10 @@ def _effect(conn: psycopg.Connection, event) -> str:
 
     The test creates `provider_effects` in its schema before sending.
     """
-    conn.execute("INSERT INTO provider_effects (provider, event_id) VALUES (%s, %s)",
-                 [event.data.get("provider_under_test"), event.id])
+    conn.execute(
+        "INSERT INTO provider_effects (provider, event_id) VALUES (%s, %s)",
+        [event.data.get("provider_under_test"), event.id],
+    )
     return "effected"
 
 

@@ -1,4 +1,5 @@
 """Hostile deliveries, each with the answer it must get: the catalogue the tests send."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,8 +14,8 @@ from typing import Callable
 
 from tests.conftest import SECRET, signed_headers
 from tests.senders import Sender
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 JSON_TYPE = "application/json; charset=utf-8"
 
@@ -104,9 +105,17 @@ GUNICORN_REFUSES = dict(status=431, error=None)
 ONE_EVENT = {"webhook_events": 1, "fulfilments": 1}
 
 CATALOGUE = [
-    Case("no Stripe-Signature header", lambda e: Request(_body(e), {"Content-Type": JSON_TYPE}), **BAD_SIGNATURE),
+    Case(
+        "no Stripe-Signature header",
+        lambda e: Request(_body(e), {"Content-Type": JSON_TYPE}),
+        **BAD_SIGNATURE,
+    ),
     Case("empty Stripe-Signature", lambda e: _with_signature(_body(e), ""), **BAD_SIGNATURE),
-    Case("malformed Stripe-Signature (t=abc,v1)", lambda e: _with_signature(_body(e), "t=abc,v1"), **BAD_SIGNATURE),
+    Case(
+        "malformed Stripe-Signature (t=abc,v1)",
+        lambda e: _with_signature(_body(e), "t=abc,v1"),
+        **BAD_SIGNATURE,
+    ),
     Case(
         "signature without a timestamp",
         lambda e: _with_signature(_body(e), stripe_wire.sign(_body(e), SECRET).split(",")[1]),
@@ -118,8 +127,11 @@ CATALOGUE = [
         **BAD_SIGNATURE,
     ),
     Case("Stripe-Signature of 5 KB (valid one padded)", _padded_signature(5000), **BAD_SIGNATURE),
-    Case("Stripe-Signature of 9 KB (over gunicorn's 8190-byte field limit)", _padded_signature(9000),
-         **GUNICORN_REFUSES),
+    Case(
+        "Stripe-Signature of 9 KB (over gunicorn's 8190-byte field limit)",
+        _padded_signature(9000),
+        **GUNICORN_REFUSES,
+    ),
     Case(
         "60 extra headers (over gunicorn's 50-field limit)",
         lambda e: Request(_body(e), {**signed_headers(_body(e)), **{f"X-Pad-{i}": "x" for i in range(60)}}),
@@ -135,9 +147,14 @@ CATALOGUE = [
         lambda e: signed(_body(e), timestamp=now_s() - 301),
         **BAD_SIGNATURE,
     ),
-    Case("timestamp 1 h in the future", lambda e: signed(_body(e), timestamp=now_s() + 3600), **BAD_SIGNATURE),
-    Case("signed with another endpoint's secret", lambda e: signed(_body(e), secret="whsec_other_endpoint"),
-         **BAD_SIGNATURE),
+    Case(
+        "timestamp 1 h in the future", lambda e: signed(_body(e), timestamp=now_s() + 3600), **BAD_SIGNATURE
+    ),
+    Case(
+        "signed with another endpoint's secret",
+        lambda e: signed(_body(e), secret="whsec_other_endpoint"),
+        **BAD_SIGNATURE,
+    ),
     Case(
         "valid signature over a different body",
         lambda e: Request(_body(e), signed_headers(_body(samples.payment_events()[1]))),
@@ -148,7 +165,11 @@ CATALOGUE = [
         lambda e: Request(json.dumps(e).encode(), signed_headers(_body(e))),
         **BAD_SIGNATURE,
     ),
-    Case("non-ASCII v1 value", lambda e: _with_signature(_body(e), f"t={now_s()},v1=é" + "a" * 63), **BAD_SIGNATURE),
+    Case(
+        "non-ASCII v1 value",
+        lambda e: _with_signature(_body(e), f"t={now_s()},v1=é" + "a" * 63),
+        **BAD_SIGNATURE,
+    ),
     Case(
         "body not UTF-8 (validly signed bytes)",
         lambda e: _with_signature(b"\xff\xfe" + _body(e), hmac_header(b"\xff\xfe" + _body(e))),
@@ -181,8 +202,12 @@ CATALOGUE = [
         error="livemode_mismatch",
     ),
     Case("signed event id of 1000 characters", _event_with("id", "evt_" + "a" * 996), **BAD_EVENT),
-    Case("signed body over 512 KiB (Content-Length)", lambda e: signed(_oversized(e)), status=413,
-         error="body_too_large"),
+    Case(
+        "signed body over 512 KiB (Content-Length)",
+        lambda e: signed(_oversized(e)),
+        status=413,
+        error="body_too_large",
+    ),
     Case(
         "signed body over 512 KiB, chunked (no Content-Length)",
         lambda e: Request(_oversized(e), signed_headers(_oversized(e)), chunked=True),
@@ -197,8 +222,12 @@ CATALOGUE = [
         status=200,
         writes=ONE_EVENT,
     ),
-    Case("validly signed, Content-Type text/plain", lambda e: _retyped(e, "text/plain"), status=200,
-         writes=ONE_EVENT),
+    Case(
+        "validly signed, Content-Type text/plain",
+        lambda e: _retyped(e, "text/plain"),
+        status=200,
+        writes=ONE_EVENT,
+    ),
     Case(
         "validly signed, Content-Type application/x-www-form-urlencoded (no form parsing eats the body)",
         lambda e: _retyped(e, "application/x-www-form-urlencoded"),
@@ -252,8 +281,15 @@ def error_of(body: bytes) -> str | None:
 ONE_LEDGER_ROW = {"webhook_events": 1}
 
 
-def _sent(sender: Sender, body: bytes, event_type: str = "test.hostile", drop: str | None = None,
-          event_id: str | None = None, short_by: int = 0, **sign) -> Request:
+def _sent(
+    sender: Sender,
+    body: bytes,
+    event_type: str = "test.hostile",
+    drop: str | None = None,
+    event_id: str | None = None,
+    short_by: int = 0,
+    **sign,
+) -> Request:
     _, outgoing = sender.event(event_type, event_id)
     headers = sender.headers(body, outgoing, **sign)
     headers = {k: v for k, v in headers.items() if k.lower() != (drop or "").lower()}
@@ -270,30 +306,59 @@ def provider_catalogue(sender: Sender) -> list[Case]:
     body = lambda p: json.dumps(p).encode()  # noqa: E731
     big = lambda p: body({**p, "padding": "x" * (512 * 1024)})  # noqa: E731
     rows = [
-        Case("signed with the rotated (second) secret", lambda p: _sent(sender, body(p), secret=sender.other_secret),
-             status=200, writes=ONE_LEDGER_ROW),
-        Case("no signature header", lambda p: _sent(sender, body(p), drop=_signature_header(sender)),
-             **BAD_SIGNATURE),
-        Case("signed with another endpoint's secret",
-             lambda p: _sent(sender, body(p), secret=sender.foreign_secret), **BAD_SIGNATURE),
-        Case("valid signature over a different body",
-             lambda p: Request(body(p), _sent(sender, body({**p, "x": 1})).headers, path=sender.path),
-             **BAD_SIGNATURE),
-        Case("body re-serialised after signing (whitespace changed)",
-             lambda p: Request(json.dumps(p, indent=1).encode(), _sent(sender, body(p)).headers, path=sender.path),
-             **BAD_SIGNATURE),
+        Case(
+            "signed with the rotated (second) secret",
+            lambda p: _sent(sender, body(p), secret=sender.other_secret),
+            status=200,
+            writes=ONE_LEDGER_ROW,
+        ),
+        Case(
+            "no signature header",
+            lambda p: _sent(sender, body(p), drop=_signature_header(sender)),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "signed with another endpoint's secret",
+            lambda p: _sent(sender, body(p), secret=sender.foreign_secret),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "valid signature over a different body",
+            lambda p: Request(body(p), _sent(sender, body({**p, "x": 1})).headers, path=sender.path),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "body re-serialised after signing (whitespace changed)",
+            lambda p: Request(
+                json.dumps(p, indent=1).encode(), _sent(sender, body(p)).headers, path=sender.path
+            ),
+            **BAD_SIGNATURE,
+        ),
         Case("signed body that is not JSON", lambda p: _sent(sender, b"event=paid&amount=3000"), **BAD_EVENT),
         Case("signed JSON array", lambda p: _sent(sender, body([p])), **BAD_EVENT),
-        Case("signed JSON nested 100 000 deep", lambda p: _sent(sender, b"[" * 100_000 + b"]" * 100_000),
-             **BAD_EVENT),
-        Case("signed dedupe id of 1000 characters", lambda p: _sent(sender, body(p), event_id="m" * 1000),
-             **BAD_EVENT),
+        Case(
+            "signed JSON nested 100 000 deep",
+            lambda p: _sent(sender, b"[" * 100_000 + b"]" * 100_000),
+            **BAD_EVENT,
+        ),
+        Case(
+            "signed dedupe id of 1000 characters",
+            lambda p: _sent(sender, body(p), event_id="m" * 1000),
+            **BAD_EVENT,
+        ),
         Case("signed body over 512 KiB", lambda p: _sent(sender, big(p)), status=413, error="body_too_large"),
-        Case("signed body over 512 KiB, chunked",
-             lambda p: Request(big(p), _sent(sender, big(p)).headers, chunked=True, path=sender.path),
-             status=413, error="body_too_large"),
-        Case("validly signed body 10 bytes shorter than its Content-Length",
-             lambda p: _sent(sender, body(p), short_by=10), status=400, error="body_incomplete"),
+        Case(
+            "signed body over 512 KiB, chunked",
+            lambda p: Request(big(p), _sent(sender, big(p)).headers, chunked=True, path=sender.path),
+            status=413,
+            error="body_too_large",
+        ),
+        Case(
+            "validly signed body 10 bytes shorter than its Content-Length",
+            lambda p: _sent(sender, body(p), short_by=10),
+            status=400,
+            error="body_incomplete",
+        ),
     ]
     return rows + _OWN_ROWS[sender.provider](sender, body)
 
@@ -302,19 +367,37 @@ def _standard_rows(sender: Sender, body) -> list[Case]:
     return [
         # The id is inside what is signed: without it nothing can be verified.
         Case("no webhook-id header", lambda p: _sent(sender, body(p), drop="webhook-id"), **BAD_SIGNATURE),
-        Case("no webhook-timestamp header", lambda p: _sent(sender, body(p), drop="webhook-timestamp"),
-             **BAD_SIGNATURE),
-        Case("once-valid delivery replayed 301 s later (stale webhook-timestamp)",
-             lambda p: _sent(sender, body(p), timestamp=now_s() - 301), **BAD_SIGNATURE),
-        Case("webhook-timestamp 301 s in the future", lambda p: _sent(sender, body(p), timestamp=now_s() + 301),
-             **BAD_SIGNATURE),
-        Case("a malformed and a foreign signature item before the valid one",
-             lambda p: _prefixed(_sent(sender, body(p)), "v1,not-base64! v1,bm90IG91cnM= "), status=200,
-             writes=ONE_LEDGER_ROW),
-        Case("only a v2 item (a version this service does not know)",
-             lambda p: _prefixed(_sent(sender, body(p)), "v2,", keep=False), **BAD_SIGNATURE),
-        Case("signed event without type", lambda p: _sent(sender, body({k: v for k, v in p.items() if k != "type"})),
-             **BAD_EVENT),
+        Case(
+            "no webhook-timestamp header",
+            lambda p: _sent(sender, body(p), drop="webhook-timestamp"),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "once-valid delivery replayed 301 s later (stale webhook-timestamp)",
+            lambda p: _sent(sender, body(p), timestamp=now_s() - 301),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "webhook-timestamp 301 s in the future",
+            lambda p: _sent(sender, body(p), timestamp=now_s() + 301),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "a malformed and a foreign signature item before the valid one",
+            lambda p: _prefixed(_sent(sender, body(p)), "v1,not-base64! v1,bm90IG91cnM= "),
+            status=200,
+            writes=ONE_LEDGER_ROW,
+        ),
+        Case(
+            "only a v2 item (a version this service does not know)",
+            lambda p: _prefixed(_sent(sender, body(p)), "v2,", keep=False),
+            **BAD_SIGNATURE,
+        ),
+        Case(
+            "signed event without type",
+            lambda p: _sent(sender, body({k: v for k, v in p.items() if k != "type"})),
+            **BAD_EVENT,
+        ),
     ]
 
 
@@ -327,16 +410,34 @@ def _prefixed(request: Request, prefix: str, keep: bool = True) -> Request:
 
 def _github_rows(sender: Sender, body) -> list[Case]:
     return [
-        Case("no X-GitHub-Delivery header", lambda p: _sent(sender, body(p), drop="X-GitHub-Delivery"), **BAD_EVENT),
-        Case("no X-GitHub-Event header", lambda p: _sent(sender, body(p), drop="X-GitHub-Event"), **BAD_EVENT),
-        Case("body not UTF-8 (validly signed bytes)",
-             lambda p: _sent(sender, b"\xff\xfe" + body(p)), **BAD_SIGNATURE),
+        Case(
+            "no X-GitHub-Delivery header",
+            lambda p: _sent(sender, body(p), drop="X-GitHub-Delivery"),
+            **BAD_EVENT,
+        ),
+        Case(
+            "no X-GitHub-Event header", lambda p: _sent(sender, body(p), drop="X-GitHub-Event"), **BAD_EVENT
+        ),
+        Case(
+            "body not UTF-8 (validly signed bytes)",
+            lambda p: _sent(sender, b"\xff\xfe" + body(p)),
+            **BAD_SIGNATURE,
+        ),
         # X-GitHub-Event is not signed: a captured body re-sent under another event's name.
-        Case("a validly signed body under another event's name (X-GitHub-Event: push)",
-             lambda p: _sent(sender, body(p), event_type="push"), **BAD_EVENT),
-        Case("SHA-1 X-Hub-Signature only (the legacy header)",
-             lambda p: Request(body(p), {"X-Hub-Signature": "sha1=" + "0" * 40, "X-GitHub-Delivery": "d1",
-                                         "X-GitHub-Event": "push"}, path=sender.path), **BAD_SIGNATURE),
+        Case(
+            "a validly signed body under another event's name (X-GitHub-Event: push)",
+            lambda p: _sent(sender, body(p), event_type="push"),
+            **BAD_EVENT,
+        ),
+        Case(
+            "SHA-1 X-Hub-Signature only (the legacy header)",
+            lambda p: Request(
+                body(p),
+                {"X-Hub-Signature": "sha1=" + "0" * 40, "X-GitHub-Delivery": "d1", "X-GitHub-Event": "push"},
+                path=sender.path,
+            ),
+            **BAD_SIGNATURE,
+        ),
     ]
 
 

@@ -4,6 +4,7 @@ subscription payments in pre-basil and basil shapes, and the state they leave.
 Kept apart from stories.py's business_state: whether a payment ships depends,
 by design, on whether its full refund or dispute arrived before its success.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,9 +30,7 @@ def decisions(db, account: str = "") -> dict[str, str]:
 
 def jobs(db) -> list[tuple[str, str]]:
     """(kind, idempotency key) of every outbox job, sorted."""
-    return sorted(db.execute(
-        "SELECT headers->>'kind', headers->>'idempotency-key' FROM pgqueuer"
-    ).fetchall())
+    return sorted(db.execute("SELECT headers->>'kind', headers->>'idempotency-key' FROM pgqueuer").fetchall())
 
 
 def payment_state(db, account: str = "") -> dict[str, list[tuple]]:
@@ -57,10 +56,16 @@ def lifecycle_state(db, account: str = "") -> dict[str, list[tuple]]:
 
 def _refund(charge: dict, refund_id: str, amount: int, status: str, created: int) -> dict:
     return {
-        "id": refund_id, "object": "refund", "amount": amount, "charge": charge["id"],
-        "created": created, "currency": charge["currency"],
-        "payment_intent": charge["payment_intent"], "reason": "requested_by_customer",
-        "status": status, **({"failure_reason": "expired_or_canceled_card"} if status == "failed" else {}),
+        "id": refund_id,
+        "object": "refund",
+        "amount": amount,
+        "charge": charge["id"],
+        "created": created,
+        "currency": charge["currency"],
+        "payment_intent": charge["payment_intent"],
+        "reason": "requested_by_customer",
+        "status": status,
+        **({"failure_reason": "expired_or_canceled_card"} if status == "failed" else {}),
     }
 
 
@@ -79,7 +84,8 @@ def refund_lifecycle(created: int) -> list[tuple[str, dict]]:
         return samples.event("charge.refunded", {**ch, "amount_refunded": amount_refunded}, at)
 
     return [
-        ("checkout_paid", checkout), ("intent_succeeded", intent),
+        ("checkout_paid", checkout),
+        ("intent_succeeded", intent),
         ("r1_created", refund_event("refund.created", r1, 1000, "pending")),
         ("r1_charge", charge_refunded(1000)),
         ("r2_created", refund_event("refund.created", r2, 500, "succeeded")),
@@ -97,16 +103,27 @@ def dispute_lifecycle(created: int) -> list[tuple[str, dict]]:
 
     def dispute_event(kind, status, when):
         dispute = {
-            "id": dispute_id, "object": "dispute", "amount": ch["amount"], "charge": ch["id"],
-            "created": at, "currency": ch["currency"], "payment_intent": ch["payment_intent"],
-            "reason": "fraudulent", "status": status,
-            "evidence_details": {"due_by": at + 7 * DAY, "has_evidence": False,
-                                 "past_due": False, "submission_count": 0},
+            "id": dispute_id,
+            "object": "dispute",
+            "amount": ch["amount"],
+            "charge": ch["id"],
+            "created": at,
+            "currency": ch["currency"],
+            "payment_intent": ch["payment_intent"],
+            "reason": "fraudulent",
+            "status": status,
+            "evidence_details": {
+                "due_by": at + 7 * DAY,
+                "has_evidence": False,
+                "past_due": False,
+                "submission_count": 0,
+            },
         }
         return samples.event(kind, dispute, when)
 
     return [
-        ("checkout_paid", checkout), ("intent_succeeded", intent),
+        ("checkout_paid", checkout),
+        ("intent_succeeded", intent),
         ("dispute_created", dispute_event("charge.dispute.created", "needs_response", at)),
         ("funds_withdrawn", dispute_event("charge.dispute.funds_withdrawn", "needs_response", at)),
         ("dispute_closed", dispute_event("charge.dispute.closed", "won", at + 20 * DAY)),
@@ -121,8 +138,14 @@ def subscription_payments(shape: str, start: int, renewals: int = 3) -> list[tup
     `invoice_payment.paid`, as API 2025-03-31 and later do."""
     sub = samples.stripe_id("sub", 24)
     session = fixture("checkout.session.completed")["data"]["object"]
-    session.update(id=samples.stripe_id("cs_test", 58), mode="subscription", payment_intent=None,
-                   subscription=sub, invoice=samples.stripe_id("in", 24), client_reference_id=None)
+    session.update(
+        id=samples.stripe_id("cs_test", 58),
+        mode="subscription",
+        payment_intent=None,
+        subscription=sub,
+        invoice=samples.stripe_id("in", 24),
+        client_reference_id=None,
+    )
     story = [("checkout", samples.event("checkout.session.completed", session, start))]
     for n in range(renewals + 1):
         story += _invoice_payment(shape, sub, n, start + n * 30 * DAY)
@@ -134,8 +157,10 @@ def _invoice_payment(shape: str, sub: str, n: int, at: int) -> list[tuple[str, d
     intent = fixture("payment_intent.succeeded")["data"]["object"]
     intent.update(id=intent_id, amount=1500, amount_received=1500, metadata={}, created=at)
     paid = _invoice("invoice.paid", sub, invoice_id, at, at + 2)
-    events = [(f"intent_{n}", samples.event("payment_intent.succeeded", intent, at + 1)),
-              (f"invoice_{n}", paid)]
+    events = [
+        (f"intent_{n}", samples.event("payment_intent.succeeded", intent, at + 1)),
+        (f"invoice_{n}", paid),
+    ]
     if shape == "pre_basil":
         invoice = paid["data"]["object"]
         del invoice["parent"]
@@ -144,11 +169,20 @@ def _invoice_payment(shape: str, sub: str, n: int, at: int) -> list[tuple[str, d
         for _, evt in events:
             evt["api_version"] = PRE_BASIL
     else:
-        link = {"id": samples.stripe_id("inpay"), "object": "invoice_payment", "amount_paid": 1500,
-                "amount_requested": 1500, "created": at, "currency": "usd", "invoice": invoice_id,
-                "is_default": True, "livemode": False, "status": "paid",
-                "payment": {"type": "payment_intent", "payment_intent": intent_id},
-                "status_transitions": {"canceled_at": None, "paid_at": at + 1}}
+        link = {
+            "id": samples.stripe_id("inpay"),
+            "object": "invoice_payment",
+            "amount_paid": 1500,
+            "amount_requested": 1500,
+            "created": at,
+            "currency": "usd",
+            "invoice": invoice_id,
+            "is_default": True,
+            "livemode": False,
+            "status": "paid",
+            "payment": {"type": "payment_intent", "payment_intent": intent_id},
+            "status_transitions": {"canceled_at": None, "paid_at": at + 1},
+        }
         events.append((f"link_{n}", samples.event("invoice_payment.paid", link, at + 2)))
     return events
 
@@ -159,8 +193,9 @@ LISTS_REFUNDS = "2020-08-27"
 CAPTURE_SHAPES = {"listed": LISTS_REFUNDS, "unlisted": PRE_BASIL}
 
 
-def partial_capture(created: int, api_version: str = PRE_BASIL, refunds: tuple[int, ...] = ()
-                    ) -> list[tuple[str, dict]]:
+def partial_capture(
+    created: int, api_version: str = PRE_BASIL, refunds: tuple[int, ...] = ()
+) -> list[tuple[str, dict]]:
     """100.00 authorised by a PaymentIntent carrying the order marker, 30.00 captured.
 
     Before basil the released 70.00 became a Refund made by Stripe (no reason): it
@@ -185,8 +220,9 @@ def partial_capture(created: int, api_version: str = PRE_BASIL, refunds: tuple[i
     for n, given_back in enumerate(itertools.accumulate(refunds), start=1):
         refund = _refund(ch, samples.stripe_id("re"), refunds[n - 1], "succeeded", created + n * DAY)
         listed = [refund, *listed]
-        story.append((f"refund_{given_back}",
-                      _charge_refunded(ch, released + given_back, listed, created + n * DAY)))
+        story.append(
+            (f"refund_{given_back}", _charge_refunded(ch, released + given_back, listed, created + n * DAY))
+        )
     for _, evt in story:
         evt["api_version"] = api_version
         if api_version >= "2022-11-15":
@@ -195,7 +231,10 @@ def partial_capture(created: int, api_version: str = PRE_BASIL, refunds: tuple[i
 
 
 def _charge_refunded(charge: dict, amount_refunded: int, listed: list[dict], created: int) -> dict:
-    refunded = {**charge, "amount_refunded": amount_refunded,
-                "refunded": amount_refunded >= charge["amount"],
-                "refunds": {"object": "list", "data": list(listed), "has_more": False}}
+    refunded = {
+        **charge,
+        "amount_refunded": amount_refunded,
+        "refunded": amount_refunded >= charge["amount"],
+        "refunds": {"object": "list", "data": list(listed), "has_more": False},
+    }
     return samples.event("charge.refunded", refunded, created)

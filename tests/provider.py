@@ -4,21 +4,21 @@ Each attempt is signed afresh (a new `t=`), and anything but a 2xx, including
 no answer at all, is retried with exponential backoff until a 2xx or the retry
 budget runs out. Stripe's schedule is hours long; this one is compressed.
 """
+
 from __future__ import annotations
 
 import random
-from collections import Counter
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import requests
 
 from tests.conftest import SECRET, signed_headers
-from webhooks.traffic import samples
 from webhooks.providers import Outgoing
-from webhooks.traffic import plugin
+from webhooks.traffic import plugin, samples
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,9 @@ def assert_exactly_once(db, deliveries: list[Delivery], payment_ids: set[str]) -
         d.event["id"] for d in deliveries for a in d.attempts if a.status == 200 and not a.replayed
     )
     assert max(first_answers.values(), default=0) <= 1, "an event answered as new twice"
-    violations = plugin.completed_once(db, "stripe", [Outgoing(d.event["id"], d.event["type"]) for d in deliveries])
+    violations = plugin.completed_once(
+        db, "stripe", [Outgoing(d.event["id"], d.event["type"]) for d in deliveries]
+    )
     assert set(violations.values()) <= {0}, violations
     fulfilled = db.execute("SELECT payment_id FROM fulfilments").fetchall()
     assert sorted(r[0] for r in fulfilled) == sorted(payment_ids)

@@ -7,6 +7,7 @@
 The tests record what they measured as they assert it; the doc's table is
 rendered from those records only, so no figure in it is typed by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
 DEFAULT_RESULTS = ROOT / ".data" / "reliability-results.jsonl"
-MODULES = ("tests/test_faults.py", "tests/test_serving.py", "tests/test_front.py",
-           "tests/test_hostile_input.py", "tests/test_security.py")
+MODULES = (
+    "tests/test_faults.py",
+    "tests/test_serving.py",
+    "tests/test_front.py",
+    "tests/test_hostile_input.py",
+    "tests/test_security.py",
+)
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 FULL = os.environ.get("RELIABILITY_FULL") == "1"
 
@@ -100,8 +106,11 @@ def render(rows: list[dict], doc: Path = DOC) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.reliability", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.reliability",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--full", action="store_true", help="full-size loads and more examples")
     parser.add_argument("--render", action="store_true", help="only render the last results")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments")
@@ -111,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = Path(tempfile.mkdtemp()) / "results.jsonl"
     env = {**os.environ, "RELIABILITY_RESULTS": str(results), "RELIABILITY_FULL": "1" if args.full else "0"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", *MODULES, *args.pytest_args], cwd=ROOT, env=env)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *MODULES, *args.pytest_args], cwd=ROOT, env=env
+    )
     if run.returncode != 0:
         print("tests failed: docs/reliability.md left as it was", file=sys.stderr)
         return run.returncode

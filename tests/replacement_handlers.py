@@ -3,6 +3,7 @@
 It fails while the payment intent's metadata says `receipt_down`, like a
 receipt service that is down, so the event is left failed for `reprocess`.
 """
+
 from webhooks import fulfilment
 
 

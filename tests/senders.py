@@ -1,4 +1,5 @@
 """Deliveries signed the way each non-Stripe provider signs them, for in-process and served tests."""
+
 from __future__ import annotations
 
 import base64
@@ -57,8 +58,9 @@ class Sender:
         outgoing = Outgoing(event_id or f"msg_{uuid.uuid4().hex}", event_type)
         return json.dumps(body).encode(), outgoing
 
-    def headers(self, body: bytes, outgoing: Outgoing, secret: str | None = None,
-                timestamp: int | None = None) -> dict[str, str]:
+    def headers(
+        self, body: bytes, outgoing: Outgoing, secret: str | None = None, timestamp: int | None = None
+    ) -> dict[str, str]:
         sign = PROVIDERS[self.provider].sign
         if timestamp is not None:
             outgoing = Outgoing(outgoing.event_id, outgoing.event_type, timestamp=timestamp)
@@ -68,9 +70,22 @@ class Sender:
         return client.post(self.path, data=body, headers=self.headers(body, outgoing, **sign))
 
 
-STANDARD = Sender("standard", STANDARD_SECRET, STANDARD_OTHER_SECRET,
-                  "whsec_" + base64.b64encode(b"another-endpoint").decode(), "STANDARD_WEBHOOKS_SECRET",
-                  _standard_body, "webhook-id")
-GITHUB = Sender("github", GITHUB_SECRET, GITHUB_OTHER_SECRET, "another-endpoint", "GITHUB_WEBHOOK_SECRET",
-                _github_body, "X-GitHub-Delivery")
+STANDARD = Sender(
+    "standard",
+    STANDARD_SECRET,
+    STANDARD_OTHER_SECRET,
+    "whsec_" + base64.b64encode(b"another-endpoint").decode(),
+    "STANDARD_WEBHOOKS_SECRET",
+    _standard_body,
+    "webhook-id",
+)
+GITHUB = Sender(
+    "github",
+    GITHUB_SECRET,
+    GITHUB_OTHER_SECRET,
+    "another-endpoint",
+    "GITHUB_WEBHOOK_SECRET",
+    _github_body,
+    "X-GitHub-Delivery",
+)
 SENDERS = (STANDARD, GITHUB)

@@ -1,4 +1,5 @@
 """Shopify deliveries for the tests, signed independently of the service's signer."""
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,15 @@ def hmac_header(body: bytes, secret: str = SHOPIFY_SECRET) -> str:
     return base64.b64encode(hmac.new(secret.encode(), body, hashlib.sha256).digest()).decode()
 
 
-def headers(body: bytes, topic: str, event_id: str | None = None, *, shop: str = SHOP,
-            secret: str = SHOPIFY_SECRET, webhook_id: str | None = None) -> dict[str, str]:
+def headers(
+    body: bytes,
+    topic: str,
+    event_id: str | None = None,
+    *,
+    shop: str = SHOP,
+    secret: str = SHOPIFY_SECRET,
+    webhook_id: str | None = None,
+) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "X-Shopify-Hmac-Sha256": hmac_header(body, secret),
@@ -39,38 +47,62 @@ def headers(body: bytes, topic: str, event_id: str | None = None, *, shop: str =
     }
 
 
-def post(client, topic: str, payload: dict | bytes, event_id: str | None = None, *,
-         without: tuple[str, ...] = (), **kwargs):
+def post(
+    client,
+    topic: str,
+    payload: dict | bytes,
+    event_id: str | None = None,
+    *,
+    without: tuple[str, ...] = (),
+    **kwargs,
+):
     """A signed delivery; `without` names headers to leave out, as some real deliveries do."""
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    sent = {name: value for name, value in headers(body, topic, event_id, **kwargs).items()
-            if name not in without}
+    sent = {
+        name: value for name, value in headers(body, topic, event_id, **kwargs).items() if name not in without
+    }
     return client.post("/webhooks/shopify", data=body, headers=sent)
 
 
-def order(order_id: int | None = None, customer_id: int = 207119551,
-          email: str = "bob.norman@mail.example.com") -> dict:
+def order(
+    order_id: int | None = None, customer_id: int = 207119551, email: str = "bob.norman@mail.example.com"
+) -> dict:
     """An orders/paid payload in the shape of Shopify's sample (the fields the handlers read, and PII)."""
     return {
-        "id": order_id or next_id(), "name": "#1001", "email": email, "contact_email": email,
-        "phone": "+13125551212", "currency": "USD", "total_price": "49.00",
-        "financial_status": "paid", "browser_ip": "203.0.113.7",
+        "id": order_id or next_id(),
+        "name": "#1001",
+        "email": email,
+        "contact_email": email,
+        "phone": "+13125551212",
+        "currency": "USD",
+        "total_price": "49.00",
+        "financial_status": "paid",
+        "browser_ip": "203.0.113.7",
         "customer": {"id": customer_id, "email": email, "first_name": "Bob", "last_name": "Norman"},
         "billing_address": {"first_name": "Bob", "address1": "Chestnut Street 92", "zip": "40202"},
         "shipping_address": {"first_name": "Bob", "address1": "Chestnut Street 92", "zip": "40202"},
-        "line_items": [{"id": 466157049, "variant_id": 39072856, "sku": "TEA-1", "quantity": 2,
-                        "title": "Oolong"}],
+        "line_items": [
+            {"id": 466157049, "variant_id": 39072856, "sku": "TEA-1", "quantity": 2, "title": "Oolong"}
+        ],
     }
 
 
 def refund(order_id: int, refund_id: int | None = None) -> dict:
-    return {"id": refund_id or next_id(), "order_id": order_id, "note": "damaged",
-            "refund_line_items": [{"line_item_id": 466157049, "quantity": 1}]}
+    return {
+        "id": refund_id or next_id(),
+        "order_id": order_id,
+        "note": "damaged",
+        "refund_line_items": [{"line_item_id": 466157049, "quantity": 1}],
+    }
 
 
 def cancelled(order_id: int) -> dict:
-    return {**order(order_id), "cancel_reason": "customer", "financial_status": "refunded",
-            "cancelled_at": "2026-12-03T07:10:00-05:00"}
+    return {
+        **order(order_id),
+        "cancel_reason": "customer",
+        "financial_status": "refunded",
+        "cancelled_at": "2026-12-03T07:10:00-05:00",
+    }
 
 
 @pytest.fixture
@@ -86,7 +118,8 @@ def shopify(shopify_app):
 def jobs(db, prefix: str = "shopify.") -> list[tuple[str, str]]:
     return db.execute(
         "SELECT headers->>'kind', headers->>'idempotency-key' FROM pgqueuer "
-        "WHERE headers->>'kind' LIKE %s ORDER BY id", [prefix + "%"],
+        "WHERE headers->>'kind' LIKE %s ORDER BY id",
+        [prefix + "%"],
     ).fetchall()
 
 

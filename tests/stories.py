@@ -4,6 +4,7 @@ Card payments are built from `webhooks.traffic.samples`; subscriptions from the
 sample files in tests/stripe_events/ with fresh ids. Every event carries a
 realistic `created`, which is what orders them; delivery order is the test's.
 """
+
 from __future__ import annotations
 
 import copy
@@ -100,13 +101,20 @@ def _dispute(charge: dict, created: int) -> dict:
     return samples.event("charge.dispute.created", dispute, created)
 
 
-def fraud_warning(charge: dict, created: int, event_type: str = "radar.early_fraud_warning.created",
-                  **fields) -> dict:
+def fraud_warning(
+    charge: dict, created: int, event_type: str = "radar.early_fraud_warning.created", **fields
+) -> dict:
     """The shape of The Early Fraud Warning object (https://docs.stripe.com/api/early_fraud_warnings/object)."""
     warning = {
-        "id": samples.stripe_id("issfr"), "object": "radar.early_fraud_warning", "actionable": True,
-        "charge": charge["id"], "created": created, "fraud_type": "made_with_stolen_card",
-        "livemode": False, "payment_intent": charge["payment_intent"], **fields,
+        "id": samples.stripe_id("issfr"),
+        "object": "radar.early_fraud_warning",
+        "actionable": True,
+        "charge": charge["id"],
+        "created": created,
+        "fraud_type": "made_with_stolen_card",
+        "livemode": False,
+        "payment_intent": charge["payment_intent"],
+        **fields,
     }
     return samples.event(event_type, warning, created)
 
@@ -136,10 +144,18 @@ def subscription(start: int) -> list[tuple[str, dict]]:
     deleted["data"]["object"]["id"] = sub
     return [
         ("first_paid", _invoice("invoice.paid", sub, samples.stripe_id("in", 24), start, start + 2)),
-        ("renewal_failed", _invoice("invoice.payment_failed", sub, renewal, start + month, start + month + 4)),
+        (
+            "renewal_failed",
+            _invoice("invoice.payment_failed", sub, renewal, start + month, start + month + 4),
+        ),
         ("renewal_paid", _invoice("invoice.paid", sub, renewal, start + month, start + month + 3 * DAY)),
         ("deleted", deleted),
-        ("final_paid", _invoice("invoice.paid", sub, samples.stripe_id("in", 24), start + 2 * month, start + 2 * month + 60)),
+        (
+            "final_paid",
+            _invoice(
+                "invoice.paid", sub, samples.stripe_id("in", 24), start + 2 * month, start + 2 * month + 60
+            ),
+        ),
     ]
 
 

@@ -1,4 +1,5 @@
 """Released-together concurrent deliveries, each sender with its own connection."""
+
 from __future__ import annotations
 
 import threading
@@ -49,7 +50,10 @@ def summary(results: list[Result]) -> str:
     for r in results:
         by_status[r.status] = by_status.get(r.status, 0) + 1
     parts = [f"statuses={dict(sorted(by_status.items()))}", f"replayed={sum(r.replayed for r in results)}"]
-    for label, group in (("409", [r for r in results if r.status == 409]), ("replay", [r for r in results if r.replayed])):
+    for label, group in (
+        ("409", [r for r in results if r.status == 409]),
+        ("replay", [r for r in results if r.replayed]),
+    ):
         ms = [r.seconds * 1000 for r in group]
         if ms:
             parts.append(f"{label}_ms_p50={percentile(ms, 50):.1f} {label}_ms_p99={percentile(ms, 99):.1f}")

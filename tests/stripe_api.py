@@ -6,6 +6,7 @@ style filters, `types[]`) and retrieves, per account (Stripe-Account or
 Stripe-Context), from objects a test puts in. Tests can make chosen requests
 fail or hang, and read back every request it received.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -112,18 +113,24 @@ class StripeApi:
                     continue
                 if parts == collection:
                     return 200, self._page(collection, list(objects.values()), request.query)
-                if parts.startswith(collection + "/") and parts[len(collection) + 1:] in objects:
-                    return 200, objects[parts[len(collection) + 1:]]
+                if parts.startswith(collection + "/") and parts[len(collection) + 1 :] in objects:
+                    return 200, objects[parts[len(collection) + 1 :]]
         if "/" in parts.removeprefix("checkout/"):
-            return 404, {"error": {"type": "invalid_request_error", "code": "resource_missing",
-                                   "message": f"No such object: '{parts.rsplit('/', 1)[-1]}'"}}
+            return 404, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "code": "resource_missing",
+                    "message": f"No such object: '{parts.rsplit('/', 1)[-1]}'",
+                }
+            }
         return 200, self._page(parts, [], request.query)
 
     @staticmethod
     def _page(collection: str, objects: list[dict], query: dict[str, str]) -> dict:
         ordered = sorted(
             (o for o in objects if _filters_match(o, query)),
-            key=lambda o: (o.get("created", 0), o["id"]), reverse=True,
+            key=lambda o: (o.get("created", 0), o["id"]),
+            reverse=True,
         )
         ids = [o["id"] for o in ordered]
         start, stop = 0, len(ordered)
@@ -133,7 +140,7 @@ class StripeApi:
         if "ending_before" in query:
             stop = ids.index(query["ending_before"])
             start = max(0, stop - limit)
-        data = ordered[start:min(stop, start + limit)]
+        data = ordered[start : min(stop, start + limit)]
         has_more = start + len(data) < stop if "ending_before" not in query else start > 0
         return {"object": "list", "url": f"/v1/{collection}", "has_more": has_more, "data": data}
 

@@ -6,6 +6,7 @@ invoice samples. Every id of one story carries the story's tag, so
 `retag` gives the same story with fresh ids: subscriptions are keyed by
 object id alone, so two deliveries compared side by side need their own.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,18 +36,22 @@ class Story:
     def invoice_id(self) -> str:
         return self._id("in")
 
-    def subscription(
-        self, kind: str, created: int, status: str, period_start: int, **fields
-    ) -> dict:
+    def subscription(self, kind: str, created: int, status: str, period_start: int, **fields) -> dict:
         """A `customer.subscription.<kind>` event; `fields` override the subscription's own."""
         evt = fixture("customer.subscription.deleted")
         evt.update(id=self._id("evt"), type=f"customer.subscription.{kind}", created=created)
         sub = evt["data"]["object"]
-        sub.update(id=self.sub, status=status, canceled_at=None, ended_at=None,
-                   cancellation_details={"comment": None, "feedback": None, "reason": None})
+        sub.update(
+            id=self.sub,
+            status=status,
+            canceled_at=None,
+            ended_at=None,
+            cancellation_details={"comment": None, "feedback": None, "reason": None},
+        )
         item = sub["items"]["data"][0]
-        item.update(subscription=self.sub, current_period_start=period_start,
-                    current_period_end=period_start + MONTH)
+        item.update(
+            subscription=self.sub, current_period_start=period_start, current_period_end=period_start + MONTH
+        )
         sub.update(fields)
         return evt
 
@@ -104,7 +109,8 @@ def state(db, tag: str, moment: int) -> dict:
     like = f"%\\_{tag}%"
     access = db.execute(
         "SELECT subscription_id, has_access, reason, access_until FROM subscription_access_at(%s)"
-        " WHERE subscription_id LIKE %s ORDER BY 1", [at(moment), like],
+        " WHERE subscription_id LIKE %s ORDER BY 1",
+        [at(moment), like],
     ).fetchall()
     rows = {
         "mirror": [row[:1] + row[2:] for row in db.execute(_MIRROR, [like]).fetchall()],
@@ -129,13 +135,10 @@ def renewal(story: Story, paid_after: int = 90 * 60) -> list[tuple[str, dict]]:
     """A paid first month; the renewal's invoice, drafted at the period end, paid `paid_after` on."""
     b, first, second = story.start, story.invoice_id(), story.invoice_id()
     return [
-        ("created", story.subscription("created", b, "incomplete", b,
-                                       latest_invoice=first)),
+        ("created", story.subscription("created", b, "incomplete", b, latest_invoice=first)),
         ("first_paid", story.invoice("invoice.paid", first, b, b + 2)),
-        ("activated", story.subscription("updated", b + 3, "active", b,
-                                         latest_invoice=first)),
-        ("renewed", story.subscription("updated", b + MONTH, "active",
-                                       b + MONTH, latest_invoice=second)),
+        ("activated", story.subscription("updated", b + 3, "active", b, latest_invoice=first)),
+        ("renewed", story.subscription("updated", b + MONTH, "active", b + MONTH, latest_invoice=second)),
         ("renewal_paid", story.invoice("invoice.paid", second, b + MONTH, b + MONTH + paid_after)),
     ]
 
@@ -152,20 +155,38 @@ def dunning(story: Story, after_retries: str) -> list[tuple[str, dict]]:
     renewal_invoice = events[3][1]["data"]["object"]["latest_invoice"]
     failed_at = b + MONTH + HOUR
     events += [
-        ("renewal_failed",
-         story.invoice("invoice.payment_failed", renewal_invoice, b + MONTH, failed_at)),
-        ("past_due", story.subscription("updated", failed_at + 1, "past_due",
-                                        b + MONTH, latest_invoice=renewal_invoice)),
+        ("renewal_failed", story.invoice("invoice.payment_failed", renewal_invoice, b + MONTH, failed_at)),
+        (
+            "past_due",
+            story.subscription(
+                "updated", failed_at + 1, "past_due", b + MONTH, latest_invoice=renewal_invoice
+            ),
+        ),
     ]
     end = b + RETRIES_END
     if after_retries == "cancel":
-        events.append(("deleted", story.subscription(
-            "deleted", end, "canceled", b + MONTH, latest_invoice=renewal_invoice,
-            canceled_at=end, ended_at=end,
-            cancellation_details={"comment": None, "feedback": None, "reason": "payment_failed"})))
+        events.append(
+            (
+                "deleted",
+                story.subscription(
+                    "deleted",
+                    end,
+                    "canceled",
+                    b + MONTH,
+                    latest_invoice=renewal_invoice,
+                    canceled_at=end,
+                    ended_at=end,
+                    cancellation_details={"comment": None, "feedback": None, "reason": "payment_failed"},
+                ),
+            )
+        )
     elif after_retries == "unpaid":
-        events.append(("unpaid", story.subscription("updated", end, "unpaid",
-                                                    b + MONTH, latest_invoice=renewal_invoice)))
+        events.append(
+            (
+                "unpaid",
+                story.subscription("updated", end, "unpaid", b + MONTH, latest_invoice=renewal_invoice),
+            )
+        )
     return events
 
 
@@ -177,14 +198,32 @@ def lifecycle(story: Story) -> list[tuple[str, dict]]:
     retried = b + MONTH + 3 * DAY
     return events + [
         ("retry_paid", story.invoice("invoice.paid", renewal_invoice, b + MONTH, retried)),
-        ("recovered", story.subscription("updated", retried + 1, "active", b + MONTH,
-                                         latest_invoice=renewal_invoice)),
-        ("cancel_scheduled", story.subscription("updated", b + MONTH + 10 * DAY,
-                                                "active", b + MONTH, cancel_at_period_end=True,
-                                                latest_invoice=renewal_invoice)),
-        ("deleted", story.subscription("deleted", b + 2 * MONTH, "canceled",
-                                       b + MONTH, canceled_at=b + 2 * MONTH, ended_at=b + 2 * MONTH,
-                                       latest_invoice=renewal_invoice,
-                                       cancellation_details={"comment": None, "feedback": None,
-                                                             "reason": "cancellation_requested"})),
+        (
+            "recovered",
+            story.subscription("updated", retried + 1, "active", b + MONTH, latest_invoice=renewal_invoice),
+        ),
+        (
+            "cancel_scheduled",
+            story.subscription(
+                "updated",
+                b + MONTH + 10 * DAY,
+                "active",
+                b + MONTH,
+                cancel_at_period_end=True,
+                latest_invoice=renewal_invoice,
+            ),
+        ),
+        (
+            "deleted",
+            story.subscription(
+                "deleted",
+                b + 2 * MONTH,
+                "canceled",
+                b + MONTH,
+                canceled_at=b + 2 * MONTH,
+                ended_at=b + 2 * MONTH,
+                latest_invoice=renewal_invoice,
+                cancellation_details={"comment": None, "feedback": None, "reason": "cancellation_requested"},
+            ),
+        ),
     ]

@@ -5,6 +5,7 @@ events' own handling (at the transaction's time) sees a renewal that failed
 two days ago, still inside the three-day grace; the sweep is then asked
 about later moments.
 """
+
 import json
 import threading
 import time
@@ -12,10 +13,10 @@ from datetime import timedelta
 
 import psycopg
 
+from tests.downstream import wait_until
 from tests.stories import DAY, deliver
 from tests.subscription_stories import MONTH, Story, at, dunning, jobs
 from tests.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)
-from tests.downstream import wait_until
 from tests.test_outbox import downstreams, workers  # noqa: F401  (fixtures: a downstream, outbox workers)
 from webhooks.domains.stripe import access
 from webhooks.domains.stripe.access import ACCESS_CHANGED

@@ -1,4 +1,5 @@
 """`GET /admin`: read-only, behind a token, and rendered by a real browser."""
+
 import os
 import re
 import shutil
@@ -12,8 +13,8 @@ from tests import conftest
 from tests.conftest import post_event, scripted_event, signed_headers
 from tests.downstream import Downstream, Worker, wait_until
 from tests.senders import STANDARD
-from webhooks.traffic import samples
 from webhooks.core import outbox
+from webhooks.traffic import samples
 
 TOKEN = "admin-token-for-tests-0123456789"
 BACKGROUND = (0xF6, 0xF7, 0xF9)  # the page's, from admin.html
@@ -29,12 +30,15 @@ def test_without_a_configured_token_there_is_no_admin_page(client):
     assert client.get("/admin?token=").status_code == 404
 
 
-@pytest.mark.parametrize("headers, query", [
-    ({}, ""),
-    ({}, "?token=wrong"),
-    ({"Authorization": "Bearer wrong"}, ""),
-    ({"Authorization": f"Basic {TOKEN}"}, ""),
-])
+@pytest.mark.parametrize(
+    "headers, query",
+    [
+        ({}, ""),
+        ({}, "?token=wrong"),
+        ({"Authorization": "Bearer wrong"}, ""),
+        ({"Authorization": f"Basic {TOKEN}"}, ""),
+    ],
+)
 def test_a_missing_or_wrong_token_is_refused(admin_client, headers, query):
     response = admin_client.get("/admin" + query, headers=headers)
     assert response.status_code == 401
@@ -78,10 +82,23 @@ def chromium():
 
 def _run_chromium(browser: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args],
-        capture_output=True, text=True, timeout=120,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -91,8 +108,11 @@ def _dead_letter_with_a_long_error(database_url, db) -> int:
     with db.transaction():
         outbox.enqueue(db, "order.fulfilled", {"payment_id": "pi_x"}, "order.fulfilled:pi_x")
     env = conftest.service_env(
-        database_url, WEBHOOK_OUTBOX_URL=f"{downstream.url}/{'x' * 400}", WEBHOOK_OUTBOX_MAX_ATTEMPTS=2,
-        WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05, WEBHOOK_OUTBOX_POLL_SECONDS=1,
+        database_url,
+        WEBHOOK_OUTBOX_URL=f"{downstream.url}/{'x' * 400}",
+        WEBHOOK_OUTBOX_MAX_ATTEMPTS=2,
+        WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
+        WEBHOOK_OUTBOX_POLL_SECONDS=1,
     )
     worker = Worker(env)
     try:
@@ -147,7 +167,9 @@ def test_headless_chromium_renders_the_page_within_1280_px(chromium, gunicorn, d
 def _section(html: str, provider: str) -> list[list[str]]:
     table = re.search(rf'<table id="provider-{provider}" class="provider">(.*?)</table>', html, re.S).group(1)
     rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
-    return [[" ".join(c.split()) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)] for row in rows]
+    return [
+        [" ".join(c.split()) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)] for row in rows
+    ]
 
 
 def test_each_provider_has_a_section_with_its_recent_counts(make_app, db):
@@ -159,9 +181,11 @@ def test_each_provider_has_a_section_with_its_recent_counts(make_app, db):
     post_event(client, scripted_event(fail_attempts=9))
     html = client.get(f"/admin?token={TOKEN}").get_data(as_text=True)
     assert _section(html, "standard") == [
-        ["standard: POST /webhooks/standard, enabled"], ["completed", "ignored", "2"],
+        ["standard: POST /webhooks/standard, enabled"],
+        ["completed", "ignored", "2"],
     ]
     assert _section(html, "stripe")[1:] == [["completed", "fulfilled", "1"], ["failed", "", "1"]]
     assert _section(html, "github") == [
-        ["github: POST /webhooks/github, disabled (set GITHUB_WEBHOOK_SECRET)"], ["no events"],
+        ["github: POST /webhooks/github, disabled (set GITHUB_WEBHOOK_SECRET)"],
+        ["no events"],
     ]

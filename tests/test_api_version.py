@@ -1,9 +1,10 @@
 """Payload shapes the handlers do not know are refused with a retryable 500, recorded."""
+
 import pytest
 
 from tests.conftest import post_event, table_counts
-from webhooks.traffic import samples
 from webhooks.infra.config import Settings
+from webhooks.traffic import samples
 
 
 def _paid(api_version):

@@ -4,6 +4,7 @@ Every module's imports are read from its source (ast), function-local and
 TYPE_CHECKING ones included: a cycle that only type checkers see is still
 a cycle in the design.
 """
+
 from __future__ import annotations
 
 import ast
@@ -56,8 +57,9 @@ def imports(module: str, path: Path, known: set[str]) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             # `from package import name` imports the submodule when there is one.
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                       for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
+            ]
         else:
             continue
         found |= {resolved for target in targets if (resolved := _resolve(target, known))}
@@ -83,8 +85,7 @@ def layer(module: str) -> int | None:
 
 def upward(edges: dict[str, set[str]]) -> list[str]:
     """Imports of a part beside or above the importer's, and modules in no layer."""
-    wrong = [f"{module} is in no layer" for module in edges
-             if module != PACKAGE and layer(module) is None]
+    wrong = [f"{module} is in no layer" for module in edges if module != PACKAGE and layer(module) is None]
     for module, targets in edges.items():
         for target in targets:
             if target == PACKAGE or module == PACKAGE or part(module) == part(target):
@@ -141,16 +142,31 @@ def test_the_checks_find_an_upward_import_and_a_circle():
         "webhooks.ops.tool": set(),
         "webhooks.infra.db": set(),
     }
-    assert upward(edges) == ["webhooks.core.ingest imports webhooks.web.app", "webhooks.ops.tool is in no layer"]
+    assert upward(edges) == [
+        "webhooks.core.ingest imports webhooks.web.app",
+        "webhooks.ops.tool is in no layer",
+    ]
     assert cycles(edges) == [["webhooks.core.ingest", "webhooks.web.app"]]
 
 
 def test_the_import_reader_resolves_relative_and_submodule_imports(tmp_path):
     source = tmp_path / "ingest.py"
-    source.write_text("from . import ledger\nfrom ..infra.db import cursor\nimport webhooks.core.outbox\n"
-                      "def later():\n    from .registry import Registry\n")
-    known = {"webhooks", "webhooks.core", "webhooks.core.ledger", "webhooks.core.outbox",
-             "webhooks.core.registry", "webhooks.infra", "webhooks.infra.db"}
+    source.write_text(
+        "from . import ledger\nfrom ..infra.db import cursor\nimport webhooks.core.outbox\n"
+        "def later():\n    from .registry import Registry\n"
+    )
+    known = {
+        "webhooks",
+        "webhooks.core",
+        "webhooks.core.ledger",
+        "webhooks.core.outbox",
+        "webhooks.core.registry",
+        "webhooks.infra",
+        "webhooks.infra.db",
+    }
     assert imports("webhooks.core.ingest", source, known) == {
-        "webhooks.core.ledger", "webhooks.infra.db", "webhooks.core.outbox", "webhooks.core.registry",
+        "webhooks.core.ledger",
+        "webhooks.infra.db",
+        "webhooks.core.outbox",
+        "webhooks.core.registry",
     }

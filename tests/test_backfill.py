@@ -1,18 +1,18 @@
 """`backfill`: the events Stripe kept, applied through the claim, only the missing ones."""
+
 import subprocess
 import sys
 import threading
 import time
 
-
 from tests import conftest
 from tests.conftest import post_event
 from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
 from webhooks import bootstrap
-from webhooks.commands import backfill
 from webhooks import commands as cli
-from webhooks.traffic import samples
+from webhooks.commands import backfill
 from webhooks.infra.config import Settings
+from webhooks.traffic import samples
 
 TWO_DAYS_AGO = int(time.time()) - 2 * 86400
 
@@ -111,7 +111,10 @@ def test_without_an_api_key_the_command_refuses_with_one_line(database_url):
     env = conftest.service_env(database_url)
     result = subprocess.run(
         [sys.executable, "-m", "webhooks", "backfill", "--since", "1h"],
-        cwd=conftest.ROOT, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True,
+        cwd=conftest.ROOT,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert result.stderr == "backfill: STRIPE_API_KEY is not set: this command reads Stripe's API\n"

@@ -1,4 +1,5 @@
 """The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
+
 import pytest
 
 from bench import pgbench, profile, run
@@ -9,18 +10,21 @@ def test_pgbench_script_repeats_the_services_transactions_for_new_payments(datab
     assert outcome.deliveries_per_s > 0
     # The floor's database half: read from pgbench's own backends while they ran.
     assert outcome.postgres_cpu_us > 0
-    outcomes = dict(db.execute(
-        "SELECT outcome, count(*) FROM webhook_events WHERE status = 'completed' GROUP BY 1"
-    ).fetchall())
+    outcomes = dict(
+        db.execute(
+            "SELECT outcome, count(*) FROM webhook_events WHERE status = 'completed' GROUP BY 1"
+        ).fetchall()
+    )
     # Every run of the script is one more payment: its session fulfils it,
     # its payment intent finds it fulfilled, its charge has no handler.
     payments = outcomes["fulfilled"]
     assert payments > 1
     assert outcomes == {"fulfilled": payments, "already_fulfilled": payments, "ignored": payments}
     assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 3 * payments
-    assert db.execute(
-        "SELECT count(*), count(DISTINCT payment_id) FROM fulfilments"
-    ).fetchone() == (payments, payments)
+    assert db.execute("SELECT count(*), count(DISTINCT payment_id) FROM fulfilments").fetchone() == (
+        payments,
+        payments,
+    )
 
 
 def test_profile_counts_threads_waiting_for_work_apart_from_work(tmp_path):
@@ -43,4 +47,5 @@ def test_profile_without_a_row_it_records_is_refused_in_one_line(capsys):
         run.parse_args(["--rows", "seed", "--profile", "/tmp/unused.stacks"])
     assert exit.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "python -m bench: error: --profile records one of the rows service, wrk_service: none is in --rows")
+        "python -m bench: error: --profile records one of the rows service, wrk_service: none is in --rows"
+    )

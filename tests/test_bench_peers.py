@@ -1,4 +1,5 @@
 """The benchmark's peer, the seed article's Node handler, does what the article says."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -47,7 +48,7 @@ def test_wrk_requests_hold_each_event_signed_k_times_in_a_row(tmp_path):
     while data:
         length, _, data = data.partition(b"\n")
         requests_.append(data[: int(length)])
-        data = data[int(length):]
+        data = data[int(length) :]
     assert len(requests_) == 12 and len(set(requests_)) == 3
     assert requests_[:4] == [requests_[0]] * 4
     head, _, body = requests_[0].partition(b"\r\n\r\n")

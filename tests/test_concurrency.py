@@ -1,4 +1,5 @@
 """Duplicate storms against the app in-process: threads with their own clients and connections."""
+
 import pytest
 
 from tests.conftest import post_event, scripted_event, table_counts

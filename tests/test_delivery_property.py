@@ -12,6 +12,7 @@ Whether a payment ships depends, by design, on whether its full refund or
 dispute arrived before its success (then it is held for review): every
 payment is decided exactly once, and held only when that can have happened.
 """
+
 import threading
 import time
 import uuid
@@ -121,8 +122,11 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
     assert sorted(decided) == sorted(payment_ids)
     # Only a full refund (3000 of 3000), a dispute or an early fraud warning
     # can arrive before the success.
-    can_hold = {p for p, shape in zip(payment_ids, shapes)
-                if shape.disputed or shape.fraud_warned or 3000 in shape.refunds}
+    can_hold = {
+        p
+        for p, shape in zip(payment_ids, shapes)
+        if shape.disputed or shape.fraud_warned or 3000 in shape.refunds
+    }
     assert {p for p, d in decided.items() if d == "held"} <= can_hold
     assert set(decided.values()) <= {"fulfilled", "held"}
     # A warning that did not hold its order came after it shipped: the shop is
@@ -219,7 +223,8 @@ def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequentia
     app = impatient_app
     tag = uuid.uuid4().hex[:10]
     events = [
-        evt for i, shape in enumerate(shapes)
+        evt
+        for i, shape in enumerate(shapes)
         for evt in _subscription_story(shape, subs.Story(NOW + i * subs.DAY, f"{tag}{i}x"))
     ]
     deliveries, senders = _draw_plan(data, events, max_copies=3)
@@ -229,8 +234,7 @@ def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequentia
     # even alone, a commit's NOTIFY queues behind every other database's.
     deliver(make_app().test_client(), subs.retag(events, tag, reference))
     queues = [
-        subs.retag([e for e, s in zip(deliveries, senders) if s == n], tag, shuffled)
-        for n in range(SENDERS)
+        subs.retag([e for e, s in zip(deliveries, senders) if s == n], tag, shuffled) for n in range(SENDERS)
     ]
     statuses = _deliver_concurrently(app, queues)
 

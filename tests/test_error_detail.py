@@ -5,6 +5,7 @@ PostgreSQL puts the offending values in its error text: a unique violation's
 `DETAIL:  Key (email)=(...) already exists.`, a JSON cast's `CONTEXT:  JSON
 data, line 1: ...`, the value in `invalid input syntax for type ...`.
 """
+
 import psycopg
 
 from tests.conftest import migrated_before, post_event, scripted_event
@@ -30,7 +31,8 @@ def test_a_handlers_unique_violation_on_a_customers_email_is_recorded_without_th
     assert post_event(admin, evt).status_code == 500
 
     [(error_class, message)] = db.execute(
-        "SELECT error_class, error_message FROM webhook_failures").fetchall()
+        "SELECT error_class, error_message FROM webhook_failures"
+    ).fetchall()
     assert error_class == "UniqueViolation"
     assert message == "SQLSTATE 23505 constraint shop_customers_email_key table shop_customers"
 
@@ -61,13 +63,15 @@ def test_a_cast_error_quoting_a_value_is_described_by_its_sqlstate_alone(db):
 
 
 def test_failures_recorded_before_keep_their_first_line_and_lose_the_detail(server_url, tmp_path):
-    with migrated_before(server_url, "0025", tmp_path) as url, \
-            psycopg.connect(url, autocommit=True) as conn:
+    with migrated_before(server_url, "0025", tmp_path) as url, psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO webhook_failures (provider, event_id, error_class, error_message)"
             " VALUES ('stripe', 'evt_1', 'UniqueViolation', %s), ('stripe', 'evt_2', 'ScriptedFailure', %s)",
-            [f'duplicate key value violates unique constraint "shop_customers_email_key"\n'
-             f"DETAIL:  Key (email)=({EMAIL}) already exists.", "scripted failure 1"],
+            [
+                f'duplicate key value violates unique constraint "shop_customers_email_key"\n'
+                f"DETAIL:  Key (email)=({EMAIL}) already exists.",
+                "scripted failure 1",
+            ],
         )
         migrate.migrate(url)
         assert conn.execute("SELECT error_message FROM webhook_failures ORDER BY id").fetchall() == [

@@ -1,4 +1,5 @@
 """Which events are acted on, and under whose keys: livemode, Connect accounts, thin events."""
+
 import json
 
 import psycopg
@@ -7,16 +8,14 @@ import stripe
 
 from tests.conftest import post_event, table_counts
 from tests.stories import business_state, fixture, fixture_bytes, scoped
-from webhooks.traffic import samples
 from webhooks.infra.config import Settings
+from webhooks.traffic import samples
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 THIN = "v1.billing.meter.error_report_triggered"
 
 
-@pytest.mark.parametrize(
-    "mode, livemode", [("live", False), ("test", True), ("live", None), ("test", None)]
-)
+@pytest.mark.parametrize("mode, livemode", [("live", False), ("test", True), ("live", None), ("test", None)])
 def test_event_from_the_other_mode_is_refused_and_writes_nothing(make_app, db, mode, livemode):
     client = make_app(STRIPE_MODE=mode).test_client()
     evt = fixture("payment_intent.succeeded")

@@ -5,6 +5,7 @@ and an operator run it. In this test process the web app is imported (by
 conftest) and the handlers it registers would hide a command that forgot
 to load them; a subprocess starts from nothing, as a shell does.
 """
+
 import json
 import os
 import subprocess
@@ -31,8 +32,11 @@ def command(database_url: str, *argv: str, **env) -> subprocess.CompletedProcess
     """`python -m webhooks ARGV` as its own process, with the service's settings and `env`."""
     return subprocess.run(
         [sys.executable, "-m", "webhooks", *argv],
-        cwd=conftest.ROOT, env={**os.environ, **conftest.service_env(database_url, **env)},
-        capture_output=True, text=True, timeout=120,
+        cwd=conftest.ROOT,
+        env={**os.environ, **conftest.service_env(database_url, **env)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -56,8 +60,9 @@ def deliver_live(gunicorn, database_url, db, stand_in) -> dict:
     server = gunicorn(WEB_CONCURRENCY=1, **MARKER)
     evt = marked_payment()
     body = samples.encode(evt)
-    answer = requests.post(server.url + "/webhooks/stripe", data=body,
-                                    headers=conftest.signed_headers(body), timeout=30)
+    answer = requests.post(
+        server.url + "/webhooks/stripe", data=body, headers=conftest.signed_headers(body), timeout=30
+    )
     assert answer.status_code == 200, answer.text
     return evt
 
@@ -86,12 +91,16 @@ def thin_fetch(gunicorn, database_url, db, stand_in) -> dict:
     stand_in.add("payment_intents", intent)
     thin = thin_event(intent)
     body = json.dumps(thin).encode()
-    answer = requests.post(server.url + "/webhooks/stripe", data=body,
-                                    headers=conftest.signed_headers(body), timeout=30)
+    answer = requests.post(
+        server.url + "/webhooks/stripe", data=body, headers=conftest.signed_headers(body), timeout=30
+    )
     assert answer.json()["outcome"] == "fetch_queued"
     receiver = Downstream()
-    worker = Worker(conftest.service_env(
-        database_url, WEBHOOK_OUTBOX_URL=receiver.url, **MARKER, **api_env(stand_in, **WORKER_ENV)))
+    worker = Worker(
+        conftest.service_env(
+            database_url, WEBHOOK_OUTBOX_URL=receiver.url, **MARKER, **api_env(stand_in, **WORKER_ENV)
+        )
+    )
     fetched = {"id": thin["id"] + ":fetched", "data": {"object": intent}}
     try:
         wait_until(lambda: outcome(db, fetched["id"]), 30, "the fetched event's claim")
@@ -101,8 +110,7 @@ def thin_fetch(gunicorn, database_url, db, stand_in) -> dict:
     return fetched
 
 
-@pytest.mark.parametrize("way", [deliver_live, backfill, reprocess, thin_fetch],
-                         ids=lambda way: way.__name__)
+@pytest.mark.parametrize("way", [deliver_live, backfill, reprocess, thin_fetch], ids=lambda way: way.__name__)
 def test_a_payment_intent_with_the_shops_order_marker_ships_however_it_arrives(
     gunicorn, database_url, db, stand_in, way
 ):

@@ -6,6 +6,7 @@ completed, every payment fulfilled exactly once. Backends are only ever
 terminated by this test's own application_name; restarts happen on a private
 server.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,9 @@ from tests.provider import (
     status_counts,
 )
 from tests.reliability import sized
-from webhooks.traffic import samples
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
+from webhooks.traffic import samples
 
 EXACTLY_ONCE = "every delivery 2xx after retries; every event completed; each payment fulfilled exactly once"
 
@@ -97,7 +98,10 @@ def _kill_worker(db, server: Gunicorn, worker: int, backend: int, timeout: float
     freed = replaced = None
     while (freed is None or replaced is None) and time.monotonic() < killed_at + timeout:
         now = time.monotonic() - killed_at
-        if freed is None and db.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend]).fetchone() is None:
+        if (
+            freed is None
+            and db.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend]).fetchone() is None
+        ):
             freed = now
         workers = _workers(server)
         if replaced is None and worker not in workers and len(workers) == count:
@@ -112,7 +116,9 @@ def _fulfilments_of(db, payment_id: str) -> int:
 
 
 def _failures_of(db, event_id: str) -> list[str]:
-    return [r[0] for r in db.execute("SELECT error_class FROM webhook_failures WHERE event_id = %s", [event_id])]
+    return [
+        r[0] for r in db.execute("SELECT error_class FROM webhook_failures WHERE event_id = %s", [event_id])
+    ]
 
 
 @pytest.mark.parametrize(
@@ -176,8 +182,7 @@ def test_terminated_backends_heal_and_lose_nothing(gunicorn, named_url, app_name
     # pool checks every connection it hands out after that.
     assert all(a.started < last_kill + 1.0 for a in failed)
     figures.record(
-        "pg_terminate_backend on all the service's connections, "
-        f"{len(kills)} times 0.1 s apart, under load",
+        f"pg_terminate_backend on all the service's connections, {len(kills)} times 0.1 s apart, under load",
         "answers are 503 only for requests caught by a kill, the pool reconnects; " + EXACTLY_ONCE,
         f"{sum(k for _, k in kills)} backends terminated; {len(failed)} of "
         f"{len(attempts(deliveries))} attempts answered 503, the last of them begun "
@@ -306,7 +311,8 @@ def test_postgres_restart_under_load_loses_nothing(
     figures.record(
         f"PostgreSQL restart under load ({downtime_s} s down, private server)",
         ("/readyz goes unready, then ready" if downtime_s > 2 else "/readyz ready at the end")
-        + "; failed answers are 503 only; " + EXACTLY_ONCE,
+        + "; failed answers are 503 only; "
+        + EXACTLY_ONCE,
         f"PostgreSQL down {started_at - stopped_at:.2f} s from stop to ready; /readyz {unready}; "
         f"first 2xx {min(answered_after):.2f} s after PostgreSQL was back, {len(answered_after)} "
         f"after it; {len(failed)} of {len(attempts(deliveries))} attempts answered 503; "
@@ -390,8 +396,7 @@ def test_statement_timeout_answers_503_records_the_failure_and_the_retry_succeed
     assert last.ok and not last.replayed
     figures.record(
         f"fulfilment statement slower than statement_timeout ({timeout_ms} ms)",
-        "503, the claim rolled back, the failure recorded on a separate transaction, "
-        "the retry fulfils once",
+        "503, the claim rolled back, the failure recorded on a separate transaction, the retry fulfils once",
         f"first answer 503 after {first.seconds * 1000:.0f} ms; failure recorded as "
         f"QueryCanceled; fulfilled on attempt {len(delivery.attempts)}",
         first_answer_ms=first.seconds * 1000,
@@ -476,6 +481,6 @@ def _timed(call) -> tuple[float, int]:
 
 def _timed_post(url: str, evt: dict) -> tuple[float, int]:
     body = samples.encode(evt)
-    return _timed(lambda: requests.post(
-        url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=10
-    ))
+    return _timed(
+        lambda: requests.post(url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=10)
+    )

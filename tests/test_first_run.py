@@ -1,4 +1,5 @@
 """A fresh clone's first hour: the requirements split, bin/test without a browser, the docs."""
+
 import ast
 import importlib.metadata
 import os
@@ -76,7 +77,11 @@ def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tm
     env.pop("WEBHOOKS_REQUIRE_BROWSER", None)
     ran = subprocess.run(
         [str(ROOT / "bin" / "test"), "-p", "no:cacheprovider", BROWSER_TEST],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "bin/test: chromium not found, so the /admin browser test is skipped" in ran.stderr
@@ -87,7 +92,11 @@ def test_ci_requires_the_browser_so_its_absence_fails_there(tmp_path):
     env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_REQUIRE_BROWSER": "1"}
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", BROWSER_TEST],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert ran.returncode == 1 and "Failed: chromium not found" in ran.stdout
     assert "WEBHOOKS_REQUIRE_BROWSER=1" in (ROOT / ".ci" / "run").read_text()
@@ -99,8 +108,14 @@ def test_without_nginx_the_front_tests_are_skipped_visibly_and_ci_fails_them():
     pytest_run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", FRONT_TEST]
     skipped = subprocess.run(pytest_run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert skipped.returncode == 0 and re.search(r"SKIPPED \[1\] .*nginx not found", skipped.stdout)
-    required = subprocess.run(pytest_run, cwd=ROOT, env={**env, "WEBHOOKS_REQUIRE_FRONT": "1"},
-                              capture_output=True, text=True, timeout=300)
+    required = subprocess.run(
+        pytest_run,
+        cwd=ROOT,
+        env={**env, "WEBHOOKS_REQUIRE_FRONT": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert required.returncode == 1 and "Failed: nginx not found" in required.stdout
     assert "WEBHOOKS_REQUIRE_FRONT=1" in (ROOT / ".ci" / "run").read_text()
 

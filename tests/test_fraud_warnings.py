@@ -8,6 +8,7 @@ and .updated, carrying the whole warning (charge, payment_intent, fraud_type,
 actionable). Before, both were `ignored`: a warned payment shipped, and the shop
 never heard of the warning.
 """
+
 import pytest
 
 from tests.conftest import post_event, until_answered
@@ -22,12 +23,12 @@ KINDS = ["radar.early_fraud_warning.created", "radar.early_fraud_warning.updated
 
 def _story(shape: str, kind: str = KINDS[0], **fields) -> dict:
     story = dict(card_payment(CardPayment(), NOW))
-    story["fraud_warning"] = fraud_warning(story["charge_succeeded"]["data"]["object"], NOW + 3600,
-                                           kind, **fields)
+    story["fraud_warning"] = fraud_warning(
+        story["charge_succeeded"]["data"]["object"], NOW + 3600, kind, **fields
+    )
     for evt in story.values():
         evt["api_version"] = SHAPES[shape]
     return story
-
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -47,9 +48,7 @@ def test_an_early_fraud_warning_before_the_success_holds_the_order_once(app, db,
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_an_early_fraud_warning_after_shipping_queues_one_job_with_the_charge_and_fraud_type(
-    app, db, shape
-):
+def test_an_early_fraud_warning_after_shipping_queues_one_job_with_the_charge_and_fraud_type(app, db, shape):
     story = _story(shape)
     assert deliver(app.test_client(), [story["intent_succeeded"]]) == ["fulfilled"]
     warning = story["fraud_warning"]
@@ -60,23 +59,35 @@ def test_an_early_fraud_warning_after_shipping_queues_one_job_with_the_charge_an
     assert decisions(db) == {payment_id: "fulfilled"}
     [job] = _payloads(db, "payment.fraud_warning")
     assert (job["payment_id"], job["charge"], job["fraud_type"], job["actionable"], job["warning_id"]) == (
-        payment_id, charge, "made_with_stolen_card", True, warning["data"]["object"]["id"])
+        payment_id,
+        charge,
+        "made_with_stolen_card",
+        True,
+        warning["data"]["object"]["id"],
+    )
     # The checkout's success arriving later changes nothing either.
     assert deliver(app.test_client(), [story["checkout_paid"]]) == ["already_fulfilled"]
     assert sorted(kind for kind, _ in jobs(db)) == ["order.fulfilled", "payment.fraud_warning"]
 
 
-def test_an_update_tells_nothing_more_and_a_stale_one_never_makes_a_warning_actionable_again(
-    client, db
-):
+def test_an_update_tells_nothing_more_and_a_stale_one_never_makes_a_warning_actionable_again(client, db):
     story = _story("basil")
     created = story["fraud_warning"]
     refunded = {**created["data"]["object"], "actionable": False}  # the shop refunded it
-    updated = {**created, "id": "evt_updated", "type": KINDS[1], "created": NOW + 7200,
-               "data": {"object": refunded}}
+    updated = {
+        **created,
+        "id": "evt_updated",
+        "type": KINDS[1],
+        "created": NOW + 7200,
+        "data": {"object": refunded},
+    }
     stale = {**created, "id": "evt_stale", "type": KINDS[1]}
     outcomes = deliver(client, [story["intent_succeeded"], created, updated, stale])
-    assert outcomes == ["fulfilled", "fraud_warning_reported", "fraud_warning_updated",
-                        "fraud_warning_updated"]
+    assert outcomes == [
+        "fulfilled",
+        "fraud_warning_reported",
+        "fraud_warning_updated",
+        "fraud_warning_updated",
+    ]
     assert db.execute("SELECT actionable FROM fraud_warnings").fetchall() == [(False,)]
     assert len(_payloads(db, "payment.fraud_warning")) == 1

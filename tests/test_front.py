@@ -7,6 +7,7 @@ gunicorn thread held, a 5xx or a traceback. Signed deliveries and /healthz
 are timed meanwhile. The front's timeouts are short here, so that its cuts
 come within the test.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,13 @@ from hypothesis import strategies as st
 from bench import framing
 from tests.conftest import SERVE, Gunicorn, migrated_schema, require_front, service_env
 from tests.front import (
-    address, assert_quiet, deliver, refusals, served_meanwhile, signed_delivery, until_cut,
+    address,
+    assert_quiet,
+    deliver,
+    refusals,
+    served_meanwhile,
+    signed_delivery,
+    until_cut,
 )
 from tests.reliability import sized
 from tests.test_metrics import scrape, value
@@ -36,8 +43,9 @@ def stack(server_url):
     """One served stack for the module: every test here leaves it as it found it."""
     require_front()
     with migrated_schema(server_url) as url:
-        server = Gunicorn(service_env(url, WEB_CONCURRENCY=2, WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=READ_TIMEOUT_S),
-                          SERVE)
+        server = Gunicorn(
+            service_env(url, WEB_CONCURRENCY=2, WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=READ_TIMEOUT_S), SERVE
+        )
         try:
             yield server
         finally:
@@ -121,8 +129,7 @@ def test_a_4_mib_pipeline_is_answered_at_speed(stack, figures):
     figures.record(
         "a 4 MiB pipeline of GET /healthz, its answers read as they come",
         "answered at 500/s or more (the home-made layer: 72/s); the connection ends, nothing held",
-        f"{answers} answers in {seconds:.2f} s ({answers / seconds:.0f}/s), then the connection "
-        f"{ended}",
+        f"{answers} answers in {seconds:.2f} s ({answers / seconds:.0f}/s), then the connection {ended}",
     )
 
 
@@ -137,8 +144,9 @@ def test_chunk_extensions_and_trailers_neither_grow_memory_nor_stop_a_delivery(s
     answers = []
     for extension, trailer in ((b";" + b"e" * (1 << 20), b""), (b"", b"X-Trailer: t\r\n" * 600_000)):
         event_id, body, headers = signed_delivery()
-        answers.append(framing.exchange(address(stack), framing.chunked(headers, body, extension, trailer),
-                                        wait_s=30))
+        answers.append(
+            framing.exchange(address(stack), framing.chunked(headers, body, extension, trailer), wait_s=30)
+        )
         assert answers[-1].status() == 200 and json.loads(answers[-1].body())["event_id"] == event_id
     grown = _memory_mib(stack) - before
 
@@ -155,8 +163,9 @@ def test_chunk_extensions_and_trailers_neither_grow_memory_nor_stop_a_delivery(s
 
 def test_malformed_chunked_bodies_get_a_4xx_without_a_traceback_and_are_counted(stack, figures):
     before = refusals(stack)
-    answers = {name: framing.exchange(address(stack), data)
-               for name, data in framing.MALFORMED_CHUNKED.items()}
+    answers = {
+        name: framing.exchange(address(stack), data) for name, data in framing.MALFORMED_CHUNKED.items()
+    }
     after = refusals(stack)
 
     statuses = {name: answer.status() for name, answer in answers.items()}
@@ -202,7 +211,9 @@ def test_a_bare_lf_request_is_answered_at_once_and_the_next_one_too(stack, figur
 
 
 def test_every_request_refused_before_the_app_is_counted_by_reason(stack, figures):
-    sixty_headers = framing.HEAD + b"".join(b"X-%d: a\r\n" % n for n in range(60)) + b"Content-Length: 0\r\n\r\n"
+    sixty_headers = (
+        framing.HEAD + b"".join(b"X-%d: a\r\n" % n for n in range(60)) + b"Content-Length: 0\r\n\r\n"
+    )
     sent = {
         "400": framing.MALFORMED_CHUNKED["chunk size not hex"],
         "413": framing.HEAD + b"Content-Length: 600000\r\n\r\n",
@@ -210,7 +221,9 @@ def test_every_request_refused_before_the_app_is_counted_by_reason(stack, figure
         "431": framing.ENDLESS_HEAD,
     }
     before = refusals(stack)
-    answered = {status: framing.exchange(address(stack), data, quiet_s=0.2).status() for status, data in sent.items()}
+    answered = {
+        status: framing.exchange(address(stack), data, quiet_s=0.2).status() for status, data in sent.items()
+    }
     # Over gunicorn's 50 header fields: gunicorn's parser refuses it, not nginx.
     answered["431 (gunicorn)"] = framing.exchange(address(stack), sixty_headers, quiet_s=0.2).status()
     with framing.Held(address(stack), framing.HEAD[:20], 1) as held:  # a head that never ends
@@ -263,33 +276,73 @@ def test_a_client_over_its_connection_limit_is_refused_and_others_are_served(fro
 _EVENT_ID = re.compile(rb'"event_id":\s*"([^"]+)"')
 _EOL = st.sampled_from([b"\r\n", b"\r\n", b"\r\n", b"\n", b"\r"])
 _SIZE = st.one_of(st.integers(0, 80), st.integers(-8, -1), st.sampled_from([0xFFFFFFF, 2**63, 2**64 + 1]))
-_SIZE_LINE = st.builds(lambda n, form: form % n, _SIZE,
-                       st.sampled_from([b"%x", b"%X", b"0x%x", b"%08x", b" %x", b"%x ", b"+%x"]))
-_EXTENSION = st.one_of(st.just(b""), st.binary(max_size=24).map(lambda b: b";" + b),
-                       st.integers(1, 70_000).map(lambda n: b";e=" + b"x" * n))
-_CHUNK = st.builds(lambda size, ext, eol, data, end: size + ext + eol + data + end,
-                   _SIZE_LINE, _EXTENSION, _EOL, st.binary(max_size=90), _EOL)
-_TRAILER = st.one_of(st.just(b"X-Trailer: t"), st.binary(max_size=30), st.just(b" folded"),
-                     st.integers(1, 70_000).map(lambda n: b"X-Long: " + b"t" * n))
-_FRAMING = st.sampled_from([
-    b"Content-Length: 0", b"Content-Length: 5", b"Content-Length: 90", b"Content-Length: -1",
-    b"Content-Length: 99999999999999999999", b"Content-Length: 5, 5", b"Content-Length: +5",
-    b"Content-Length: 5\r\nContent-Length: 6", b"Transfer-Encoding: chunked", b"Transfer-Encoding: Chunked",
-    b"Transfer-Encoding: gzip, chunked", b"Transfer-Encoding: chunked, chunked",
-    b"Transfer-Encoding: identity", b"Transfer-Encoding:\x0bchunked", b"Transfer-Encoding : chunked",
-    b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity", b"X-Folded: a\r\n b",
-    b" X-Leading: a", b"X-Folded: a\r\n\tTransfer-Encoding: chunked", b"Expect: 100-continue",
-    b"Connection: close", b"Connection: keep-alive", b"Host: second",
-])
-_REQUEST_LINE = st.sampled_from([
-    b"POST /webhooks/stripe HTTP/1.1", b"POST /webhooks/stripe HTTP/1.0", b"GET /healthz HTTP/1.1",
-    b"POST  /webhooks/stripe HTTP/1.1", b"POST /webhooks/stripe HTTP/1.1 ", b"POST /webhooks/stripe",
-    b"POST /webhooks/stripe HTTP/2.0", b"POST /webhooks/stripe HTTP/1.9", b"GET /healthz",
-])
+_SIZE_LINE = st.builds(
+    lambda n, form: form % n, _SIZE, st.sampled_from([b"%x", b"%X", b"0x%x", b"%08x", b" %x", b"%x ", b"+%x"])
+)
+_EXTENSION = st.one_of(
+    st.just(b""),
+    st.binary(max_size=24).map(lambda b: b";" + b),
+    st.integers(1, 70_000).map(lambda n: b";e=" + b"x" * n),
+)
+_CHUNK = st.builds(
+    lambda size, ext, eol, data, end: size + ext + eol + data + end,
+    _SIZE_LINE,
+    _EXTENSION,
+    _EOL,
+    st.binary(max_size=90),
+    _EOL,
+)
+_TRAILER = st.one_of(
+    st.just(b"X-Trailer: t"),
+    st.binary(max_size=30),
+    st.just(b" folded"),
+    st.integers(1, 70_000).map(lambda n: b"X-Long: " + b"t" * n),
+)
+_FRAMING = st.sampled_from(
+    [
+        b"Content-Length: 0",
+        b"Content-Length: 5",
+        b"Content-Length: 90",
+        b"Content-Length: -1",
+        b"Content-Length: 99999999999999999999",
+        b"Content-Length: 5, 5",
+        b"Content-Length: +5",
+        b"Content-Length: 5\r\nContent-Length: 6",
+        b"Transfer-Encoding: chunked",
+        b"Transfer-Encoding: Chunked",
+        b"Transfer-Encoding: gzip, chunked",
+        b"Transfer-Encoding: chunked, chunked",
+        b"Transfer-Encoding: identity",
+        b"Transfer-Encoding:\x0bchunked",
+        b"Transfer-Encoding : chunked",
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity",
+        b"X-Folded: a\r\n b",
+        b" X-Leading: a",
+        b"X-Folded: a\r\n\tTransfer-Encoding: chunked",
+        b"Expect: 100-continue",
+        b"Connection: close",
+        b"Connection: keep-alive",
+        b"Host: second",
+    ]
+)
+_REQUEST_LINE = st.sampled_from(
+    [
+        b"POST /webhooks/stripe HTTP/1.1",
+        b"POST /webhooks/stripe HTTP/1.0",
+        b"GET /healthz HTTP/1.1",
+        b"POST  /webhooks/stripe HTTP/1.1",
+        b"POST /webhooks/stripe HTTP/1.1 ",
+        b"POST /webhooks/stripe",
+        b"POST /webhooks/stripe HTTP/2.0",
+        b"POST /webhooks/stripe HTTP/1.9",
+        b"GET /healthz",
+    ]
+)
 
 
-_VALID_TRAILER = st.sampled_from([b"X-Trailer: t", b"Stripe-Signature: t=1,v1=00", b"Content-Length: 5",
-                                  b"Transfer-Encoding: chunked"])
+_VALID_TRAILER = st.sampled_from(
+    [b"X-Trailer: t", b"Stripe-Signature: t=1,v1=00", b"Content-Length: 5", b"Transfer-Encoding: chunked"]
+)
 
 
 @st.composite
@@ -314,8 +367,9 @@ def hostile_requests(draw) -> bytes:
         if draw(st.booleans()):
             chunks = b"".join(draw(st.lists(_CHUNK, max_size=4)))
             trailers = b"".join(t + draw(_EOL) for t in draw(st.lists(_TRAILER, max_size=3)))
-            body = chunks + (b"0" + draw(_EXTENSION) + draw(_EOL) + trailers + draw(_EOL)
-                             if draw(st.booleans()) else b"")
+            body = chunks + (
+                b"0" + draw(_EXTENSION) + draw(_EOL) + trailers + draw(_EOL) if draw(st.booleans()) else b""
+            )
         else:
             body = draw(st.binary(max_size=120))
     return eol.join([line, b"Host: fuzz", *headers]) + eol + eol + body
@@ -329,16 +383,31 @@ def test_hostile_framings_never_get_a_5xx_a_hang_or_a_desync(stack, figures):
     examples, statuses, behind = [], Counter(), []
     started = time.monotonic()
 
-    @settings(max_examples=sized(150, 1500), deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                     HealthCheck.data_too_large])
+    @settings(
+        max_examples=sized(150, 1500),
+        deadline=None,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.data_too_large,
+        ],
+    )
     @given(hostile=hostile_requests())
     def exchange_then_deliver(hostile: bytes):
         event_id, body, headers = signed_delivery()
-        delivery = (f"POST /webhooks/stripe HTTP/1.1\r\nHost: fuzz\r\nContent-Length: {len(body)}\r\n"
-                    + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode() + body
-        answer = framing.exchange(address(stack), hostile + delivery, wait_s=READ_TIMEOUT_S + 2,
-                                  quiet_s=READ_TIMEOUT_S + 2, half_close=True)
+        delivery = (
+            f"POST /webhooks/stripe HTTP/1.1\r\nHost: fuzz\r\nContent-Length: {len(body)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            + "\r\n"
+        ).encode() + body
+        answer = framing.exchange(
+            address(stack),
+            hostile + delivery,
+            wait_s=READ_TIMEOUT_S + 2,
+            quiet_s=READ_TIMEOUT_S + 2,
+            half_close=True,
+        )
         examples.append(answer)
         statuses.update(answer.statuses())
         assert not [s for s in answer.statuses() if s >= 500], answer.data[:300]
@@ -359,5 +428,6 @@ def test_hostile_framings_never_get_a_5xx_a_hang_or_a_desync(stack, figures):
         "than the pipelined delivery's; a signed delivery right after each got its own 200; no traceback",
         f"{len(examples)} exchanges in {seconds:.0f} s; statuses {dict(sorted(statuses.items()))}; the "
         f"pipelined delivery answered behind {sum(behind)} of them",
-        examples=len(examples), seconds=seconds,
+        examples=len(examples),
+        seconds=seconds,
     )

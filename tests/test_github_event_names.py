@@ -7,6 +7,7 @@ re-sent under another event's name and run that event's handler. Each event's
 payload has fields of its own ("Webhook events and payloads",
 https://docs.github.com/en/webhooks/webhook-events-and-payloads).
 """
+
 import json
 import uuid
 
@@ -18,19 +19,37 @@ from webhooks.providers import Outgoing
 REPO = {"id": 1296269, "full_name": "octocat/Hello-World"}
 BODIES = {
     "ping": {"zen": "Design for failure.", "hook_id": 7, "hook": {"id": 7}, "repository": REPO},
-    "push": {"ref": "refs/heads/main", "before": "6113728f", "after": "0000000b", "commits": [],
-             "pusher": {"name": "octocat"}, "repository": REPO},
+    "push": {
+        "ref": "refs/heads/main",
+        "before": "6113728f",
+        "after": "0000000b",
+        "commits": [],
+        "pusher": {"name": "octocat"},
+        "repository": REPO,
+    },
     "create": {"ref": "v1.0", "ref_type": "tag", "master_branch": "main", "repository": REPO},
     "delete": {"ref": "v1.0", "ref_type": "tag", "pusher_type": "user", "repository": REPO},
     "issues": {"action": "opened", "issue": {"number": 1347}, "repository": REPO},
-    "issue_comment": {"action": "created", "issue": {"number": 1347}, "comment": {"id": 1},
-                      "repository": REPO},
+    "issue_comment": {
+        "action": "created",
+        "issue": {"number": 1347},
+        "comment": {"id": 1},
+        "repository": REPO,
+    },
     "pull_request": {"action": "opened", "number": 2, "pull_request": {"id": 1}, "repository": REPO},
-    "pull_request_review": {"action": "submitted", "review": {"id": 1}, "pull_request": {"id": 1},
-                            "repository": REPO},
+    "pull_request_review": {
+        "action": "submitted",
+        "review": {"id": 1},
+        "pull_request": {"id": 1},
+        "repository": REPO,
+    },
     "deployment": {"action": "created", "deployment": {"id": 1}, "repository": REPO},
-    "deployment_status": {"action": "created", "deployment": {"id": 1},
-                          "deployment_status": {"state": "success"}, "repository": REPO},
+    "deployment_status": {
+        "action": "created",
+        "deployment": {"id": 1},
+        "deployment_status": {"state": "success"},
+        "repository": REPO,
+    },
 }
 
 

@@ -1,11 +1,12 @@
 """The same guarantees through real gunicorn workers over loopback HTTP."""
+
 import http.client
 import json
 
 import pytest
 import requests
 
-from tests.conftest import SECRET, OTHER_SECRET, scripted_event, signed_headers, table_counts
+from tests.conftest import OTHER_SECRET, SECRET, scripted_event, signed_headers, table_counts
 from tests.storm import release_together, summary
 from webhooks.traffic import samples
 
@@ -93,7 +94,10 @@ def test_logs_are_json_lines_with_one_per_delivery_and_no_secrets(server, db):
     assert not any(line.get("logger") == "gunicorn.access" for line in lines)
     deliveries = [line for line in lines if line.get("event") == "delivery"]
     assert [(d["status"], d["outcome"]) for d in deliveries] == [
-        (200, "fulfilled"), (200, "replayed"), (400, "rejected"), (500, "failed")
+        (200, "fulfilled"),
+        (200, "replayed"),
+        (400, "rejected"),
+        (500, "failed"),
     ]
     assert deliveries[2]["error"] == "invalid_signature"
     assert all(d["duration_ms"] >= 0 and "event_type" in d for d in deliveries)

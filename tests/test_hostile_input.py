@@ -4,6 +4,7 @@ The catalogue goes through real gunicorn on raw sockets, so its header limits
 and HTTP parsing are part of what is tested; the property test mutates
 headers and bodies at random in-process, where thousands of examples are cheap.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,19 @@ from hypothesis import strategies as st
 
 from tests.conftest import OTHER_SECRET, SECRET, table_counts
 from tests.hostile import (
-    CATALOGUE, JSON_TYPE, error_of, hmac_header, now_s, provider_catalogue, send, v1_digest,
+    CATALOGUE,
+    JSON_TYPE,
+    error_of,
+    hmac_header,
+    now_s,
+    provider_catalogue,
+    send,
+    v1_digest,
 )
 from tests.reliability import sized
 from tests.senders import SENDERS
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 
 def _expected_counts(before: dict[str, int], writes: dict[str, int]) -> dict[str, int]:
@@ -104,7 +112,9 @@ def _mutated_body(draw, body: bytes) -> bytes:
         return json.dumps(draw(_JSON)).encode()
     if kind == "field":
         evt = json.loads(body)
-        evt[draw(st.sampled_from(["id", "type", "object", "data", "account", "created", "livemode"]))] = draw(_JSON)
+        evt[draw(st.sampled_from(["id", "type", "object", "data", "account", "created", "livemode"]))] = draw(
+            _JSON
+        )
         return json.dumps(evt).encode()
     return body
 
@@ -178,8 +188,7 @@ def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(
     figures.record(
         f"{sum(statuses.values())} random mutations of signed deliveries (hypothesis: body bytes, "
         "JSON fields, signature items, secrets, clock skew)",
-        "never a 5xx; a row is only written for a delivery whose signature the test's own HMAC "
-        "check accepts",
+        "never a 5xx; a row is only written for a delivery whose signature the test's own HMAC check accepts",
         f"statuses {dict(sorted(statuses.items()))}; {written[True]} deliveries wrote, all validly signed",
         examples=sum(statuses.values()),
     )

@@ -1,4 +1,5 @@
 """The HTTP contract around the ledger: body limits, malformed events, health."""
+
 import json
 
 import pytest
@@ -25,8 +26,17 @@ NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
         b'{"object": "event", "id": "evt_1", "type": "x.y", "data": {"object": []}}',
     ],
     ids=[
-        "text", "array", "string", "no_id", "int_id", "nul_id", "not_event", "no_type", "deep",
-        "data_not_object", "no_data_object",
+        "text",
+        "array",
+        "string",
+        "no_id",
+        "int_id",
+        "nul_id",
+        "not_event",
+        "no_type",
+        "deep",
+        "data_not_object",
+        "no_data_object",
     ],
 )
 def test_signed_body_that_is_not_an_event_is_refused_and_writes_nothing(client, db, body):
@@ -50,7 +60,8 @@ def test_healthz_answers_without_the_database(client):
 
 def test_readyz_is_ready_when_schema_is_current(client):
     assert client.get("/readyz").get_json() == {
-        "status": "ready", "providers": ["github", "standard", "stripe"],
+        "status": "ready",
+        "providers": ["github", "standard", "stripe"],
     }
 
 

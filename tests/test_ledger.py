@@ -1,4 +1,5 @@
 """Exactly-once behaviour of one delivery path, and the measured traps it avoids."""
+
 import json
 import threading
 import time
@@ -44,7 +45,9 @@ def test_an_event_id_already_taken_by_another_type_is_refused_and_recorded_not_r
     assert "Idempotent-Replayed" not in response.headers
     assert table_counts(db) == {"webhook_events": 1, "webhook_failures": 1, "fulfilments": 0}
     assert db.execute("SELECT event_type, error_class FROM webhook_failures").fetchone() == (
-        "payment_intent.succeeded", "EventIdReused")
+        "payment_intent.succeeded",
+        "EventIdReused",
+    )
 
 
 def test_unknown_event_type_is_recorded_as_ignored(client, db):

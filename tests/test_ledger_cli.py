@@ -1,4 +1,5 @@
 """`python -m webhooks events list|show|reprocess` against a real ledger."""
+
 import contextlib
 import io
 

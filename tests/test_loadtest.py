@@ -1,4 +1,5 @@
 """`python -m webhooks loadtest` against a real gunicorn and database."""
+
 import subprocess
 import sys
 
@@ -52,8 +53,12 @@ def test_failed_deliveries_are_retried_until_answered_2xx(server, db):
     evt = conftest.scripted_event(fail_attempts=2, payment_id="pi_retried")
     deliveries = sender.plan(stripe_traffic.sent([evt]), duplicates=1, together=True)
     result = sender.deliver(
-        server.url + "/webhooks/stripe", conftest.SECRET, deliveries, concurrency=1,
-        retry=sender.Retry(budget=4, base_s=0.01), progress=False,
+        server.url + "/webhooks/stripe",
+        conftest.SECRET,
+        deliveries,
+        concurrency=1,
+        retry=sender.Retry(budget=4, base_s=0.01),
+        progress=False,
     )
     assert [label for label, _ in result.attempts] == ["500", "500", "200"]
     assert result.dropped == 0
@@ -64,8 +69,12 @@ def test_retries_stop_at_the_budget(server, db):
     evt = conftest.scripted_event(fail_attempts=5)
     deliveries = sender.plan(stripe_traffic.sent([evt]), duplicates=2, together=True)
     result = sender.deliver(
-        server.url + "/webhooks/stripe", conftest.SECRET, deliveries, concurrency=2,
-        retry=sender.Retry(budget=2, base_s=0.01), progress=False,
+        server.url + "/webhooks/stripe",
+        conftest.SECRET,
+        deliveries,
+        concurrency=2,
+        retry=sender.Retry(budget=2, base_s=0.01),
+        progress=False,
     )
     assert sorted(label for label, _ in result.attempts) == ["500"] * 4
     assert result.dropped == 2
@@ -74,8 +83,20 @@ def test_retries_stop_at_the_budget(server, db):
 
 def test_locustfile_load_passes_its_audit(server, database_url, db):
     done = _run(
-        database_url, "locust", "-f", "locustfile.py", "--headless", "--only-summary",
-        "-u", "8", "-r", "8", "-t", "3s", "--host", server.url,
+        database_url,
+        "locust",
+        "-f",
+        "locustfile.py",
+        "--headless",
+        "--only-summary",
+        "-u",
+        "8",
+        "-r",
+        "8",
+        "-t",
+        "3s",
+        "--host",
+        server.url,
     )
     assert done.returncode == 0
     assert done.stdout.count("PASS") == 4 and "FAIL" not in done.stdout

@@ -1,4 +1,5 @@
 """`GET /metrics`: counts through the app, summed over gunicorn's worker processes, on the scraper's listener only."""
+
 import os
 import signal
 import threading
@@ -91,8 +92,12 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
     for evt in (samples.payment_events()[1] for _ in range(deliveries)):
         body = samples.encode(evt)
         # A new connection each: the deliveries spread over the workers.
-        assert requests.post(server.url + "/webhooks/stripe", data=body,
-                             headers=signed_headers(body), timeout=30).status_code == 200
+        assert (
+            requests.post(
+                server.url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=30
+            ).status_code
+            == 200
+        )
     writers = {path.name.rsplit("_", 1)[-1] for path in tmp_path.glob("counter_*.db")}
     assert len(writers) > 1, "all deliveries went to one worker: nothing to sum"
 
@@ -103,11 +108,17 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
     assert [fulfilled() for _ in range(8)] == [deliveries] * 8
 
     # A worker that dies keeps its counts; its live gauges go (child_exit).
-    victim = next(pid for pid in sorted(_worker_pids(server.proc.pid))
-                  if (tmp_path / f"gauge_livesum_{pid}.db").exists())
+    victim = next(
+        pid
+        for pid in sorted(_worker_pids(server.proc.pid))
+        if (tmp_path / f"gauge_livesum_{pid}.db").exists()
+    )
     os.kill(victim, signal.SIGKILL)
-    wait_until(lambda: not (tmp_path / f"gauge_livesum_{victim}.db").exists(), 30,
-               "gunicorn's child_exit to mark the worker dead")
+    wait_until(
+        lambda: not (tmp_path / f"gauge_livesum_{victim}.db").exists(),
+        30,
+        "gunicorn's child_exit to mark the worker dead",
+    )
     wait_until(lambda: len(_worker_pids(server.proc.pid)) == 4, 30, "a replacement worker")
     assert fulfilled() == deliveries
 

@@ -1,4 +1,5 @@
 """`migrate`: every migration applied once, the SQL rules re-applied from their files, and when a schema is current."""
+
 from webhooks.infra import migrate
 
 
@@ -21,7 +22,10 @@ def test_every_migrate_reapplies_the_rule_functions_from_their_files(database_ur
 def test_a_rule_file_changed_since_the_last_migrate_leaves_the_schema_not_current_until_migrated(
     database_url, db
 ):
-    changed = {**migrate.definitions(), "core/ledger.sql": migrate.definitions()["core/ledger.sql"] + "\n-- changed"}
+    changed = {
+        **migrate.definitions(),
+        "core/ledger.sql": migrate.definitions()["core/ledger.sql"] + "\n-- changed",
+    }
     assert migrate.missing(db, rules=changed) == ["core/ledger.sql"]
     migrate.migrate(database_url, rules=changed)
     assert migrate.is_current(db, rules=changed)
@@ -29,7 +33,11 @@ def test_a_rule_file_changed_since_the_last_migrate_leaves_the_schema_not_curren
 
 def test_the_rule_files_are_the_sql_beside_the_python_that_calls_them():
     assert sorted(migrate.definitions()) == [
-        "core/ledger.sql", "core/outbox.sql", "domains/stripe/access.sql",
-        "domains/stripe/orders.sql", "domains/stripe/payments.sql", "domains/stripe/scope.sql",
+        "core/ledger.sql",
+        "core/outbox.sql",
+        "domains/stripe/access.sql",
+        "domains/stripe/orders.sql",
+        "domains/stripe/payments.sql",
+        "domains/stripe/scope.sql",
     ]
     assert all("CREATE OR REPLACE FUNCTION" in text for text in migrate.definitions().values())

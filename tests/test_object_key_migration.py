@@ -1,4 +1,5 @@
 """Migration 0013 folds rows the old (id, account) keys let one object have twice."""
+
 import psycopg
 import pytest
 
@@ -38,10 +39,13 @@ def test_existing_rows_of_one_object_under_two_accounts_are_folded_and_recorded(
         conn.execute(_OLD_ROWS)
     assert migrate.migrate(old_schema)[0] == "0013_payment_side_object_keys"
     with psycopg.connect(old_schema, autocommit=True) as conn:
+
         def count(table):
             return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
-        assert [count(t) for t in ("webhook_events", "fulfilments", "payments", "refunds", "disputes")] == [1] * 5
+        assert [count(t) for t in ("webhook_events", "fulfilments", "payments", "refunds", "disputes")] == [
+            1
+        ] * 5
         payment = conn.execute(
             "SELECT account, status, amount_refunded, refunded, disputed FROM payments"
         ).fetchone()

@@ -1,4 +1,5 @@
 """A payment's success delivered as one statement: the same transaction, the same answer."""
+
 import json
 import time
 
@@ -26,9 +27,7 @@ def _sent(calls) -> list[str]:
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["session", "intent"])
-def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(
-    client, db, statements, index
-):
+def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(client, db, statements, index):
     warm_up, evt = samples.payment_events()[2], samples.payment_events()[index]
     post_event(client, warm_up)  # opens the pool and checks the schema
     statements.clear()
@@ -42,7 +41,9 @@ def test_a_payment_success_is_claimed_fulfilled_and_completed_by_one_statement(
     ).fetchone()
     # Written by SQL, answered by Python: a replay must be byte-identical to the first answer.
     assert stored == ("completed", 200, response.get_data(as_text=True))
-    counts = db.execute("SELECT (SELECT count(*) FROM fulfilments), (SELECT count(*) FROM pgqueuer)").fetchone()
+    counts = db.execute(
+        "SELECT (SELECT count(*) FROM fulfilments), (SELECT count(*) FROM pgqueuer)"
+    ).fetchone()
     assert counts == (1, 1)
 
 
@@ -57,8 +58,11 @@ def test_a_redelivery_is_answered_by_its_claim_statement_byte_for_byte(client, s
     assert len(_sent(statements)) == 1
 
 
-SUCCESS_TYPES = ("payment_intent.succeeded", "checkout.session.completed",
-                 "checkout.session.async_payment_succeeded")
+SUCCESS_TYPES = (
+    "payment_intent.succeeded",
+    "checkout.session.completed",
+    "checkout.session.async_payment_succeeded",
+)
 
 
 def _registry(app):
@@ -91,8 +95,13 @@ def _run_story(client, db, shape: CardPayment, reverse: bool) -> tuple[list[str]
     intent = next(evt for name, evt in story if name == "intent_succeeded")["data"]["object"]
     checkout = next(evt for name, evt in story if name == "checkout_paid")["data"]["object"]
     ids = {evt["id"]: name for name, evt in story}
-    roles = {**ids, intent["id"]: "payment", checkout["id"]: "session",
-             checkout["client_reference_id"]: "reference", intent["customer"]: "customer"}
+    roles = {
+        **ids,
+        intent["id"]: "payment",
+        checkout["id"]: "session",
+        checkout["client_reference_id"]: "reference",
+        intent["customer"]: "customer",
+    }
     payloads = json.loads(json.dumps(_job_payloads(db, intent["id"]), sort_keys=True))
     for payload in payloads:
         for key, value in payload.items():
@@ -104,8 +113,12 @@ def _run_story(client, db, shape: CardPayment, reverse: bool) -> tuple[list[str]
 @pytest.mark.parametrize("reverse", [False, True], ids=["in order", "reversed"])
 @pytest.mark.parametrize(
     "shape",
-    [CardPayment(), CardPayment(failed_first=True), CardPayment(refunds=(3000,)),
-     CardPayment(refunds=(1000,), disputed=True)],
+    [
+        CardPayment(),
+        CardPayment(failed_first=True),
+        CardPayment(refunds=(3000,)),
+        CardPayment(refunds=(1000,), disputed=True),
+    ],
     ids=["plain", "failed first", "refunded", "disputed"],
 )
 def test_the_one_statement_and_the_transaction_decide_a_payment_alike(app, client, db, shape, reverse):

@@ -1,4 +1,5 @@
 """A new user's mistakes and an operator's commands: one clear line, JSON logs, no leftovers."""
+
 import json
 import os
 import signal
@@ -7,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,15 +16,19 @@ import requests
 from tests import conftest
 from tests.conftest import ROOT, post_event, scripted_event
 from tests.downstream import Downstream, Worker, wait_until
-from webhooks.infra import embedded
 from webhooks.core import outbox
+from webhooks.infra import embedded
 
 
 def command(*argv, cwd=ROOT, **env) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     return subprocess.run(
         [sys.executable, "-m", "webhooks", *argv],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -89,7 +93,9 @@ def test_the_embedded_database_is_the_same_from_any_working_directory(data_dir, 
     # Nothing but the URL: no RuntimeDirWarning, no server chatter.
     assert from_elsewhere.stderr == "" and from_elsewhere.stdout.count("\n") == 1
 
-    psql = command("db", "psql", "-At", "-c", "SELECT 40 + 2", WEBHOOK_DATA_DIR=data_dir, **without_database_url())
+    psql = command(
+        "db", "psql", "-At", "-c", "SELECT 40 + 2", WEBHOOK_DATA_DIR=data_dir, **without_database_url()
+    )
     assert psql.returncode == 0 and psql.stdout == "42\n", psql.stderr
 
     stop = command("db", "stop", WEBHOOK_DATA_DIR=data_dir, **without_database_url())
@@ -102,10 +108,19 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
     log = open(tmp_path / "serve.log", "w")
     serve = subprocess.Popen(
         [str(ROOT / "bin" / "serve"), "--port", str(port)],
-        cwd=ROOT, stdout=log, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "DATABASE_URL": "", "WEBHOOK_DATA_DIR": data_dir, "HOST": "127.0.0.1",
-             "METRICS_PORT": str(conftest._free_port()), "WEB_CONCURRENCY": "1",
-             "STRIPE_WEBHOOK_SECRET": conftest.SECRET},
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "DATABASE_URL": "",
+            "WEBHOOK_DATA_DIR": data_dir,
+            "HOST": "127.0.0.1",
+            "METRICS_PORT": str(conftest._free_port()),
+            "WEB_CONCURRENCY": "1",
+            "STRIPE_WEBHOOK_SECRET": conftest.SECRET,
+        },
     )
     try:
         wait_until(lambda: _ready(port), 60, "serve to answer /readyz")
@@ -117,7 +132,12 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
     assert serve.returncode == 0
     assert not embedded.running(embedded.pgdata(data_dir))
     said = [line["event"] for line in json_lines((tmp_path / "serve.log").read_text()) if "pid" not in line]
-    assert said[:4] == ["embedded_database_starting", "embedded_database_ready", "migrations_applied", "serving"]
+    assert said[:4] == [
+        "embedded_database_starting",
+        "embedded_database_ready",
+        "migrations_applied",
+        "serving",
+    ]
     assert said[-1] == "embedded_database_stopped"
     assert stderr.startswith("bin/serve: installing the runtime requirements (requirements.txt)\n")
     assert "RuntimeDirWarning" not in stderr and "Traceback" not in stderr
@@ -153,8 +173,11 @@ def test_a_dead_lettered_job_is_one_json_line_with_a_short_traceback(database_ur
     with db.transaction():
         outbox.enqueue(db, "test.effect", {"key": "k"}, "test.effect:k")
     env = conftest.service_env(
-        database_url, WEBHOOK_OUTBOX_URL=downstream.url, WEBHOOK_OUTBOX_MAX_ATTEMPTS=2,
-        WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05, WEBHOOK_OUTBOX_POLL_SECONDS=1,
+        database_url,
+        WEBHOOK_OUTBOX_URL=downstream.url,
+        WEBHOOK_OUTBOX_MAX_ATTEMPTS=2,
+        WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
+        WEBHOOK_OUTBOX_POLL_SECONDS=1,
     )
     worker = Worker(env)
     try:
@@ -173,8 +196,9 @@ def test_a_dead_lettered_job_is_one_json_line_with_a_short_traceback(database_ur
 def test_a_failing_reprocess_logs_one_json_line_without_the_payloads_values(client, database_url):
     evt = scripted_event(fail_attempts=9, customer_email="jenny.rosen@example.com")
     assert post_event(client, evt).status_code == 500
-    ran = command("events", "reprocess", evt["id"], DATABASE_URL=database_url,
-                  WEBHOOK_HANDLER_MODULES="tests.handlers")
+    ran = command(
+        "events", "reprocess", evt["id"], DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES="tests.handlers"
+    )
     assert ran.returncode == 1 and ran.stderr == ""
     *logged, answer = ran.stdout.splitlines()
     assert answer == '500 {"error":"fulfilment_failed"}'

@@ -1,5 +1,6 @@
 """Which succeeded payments ship: payment-mode Checkout, the order marker, never an invoice,
 and never a payment already fully refunded or disputed (held for review instead)."""
+
 import itertools
 import json
 import time
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import post_event
 from tests.payment_stories import PRE_BASIL, decisions, jobs, subscription_payments
-from tests.stories import card_payment, CardPayment, deliver, fixture
+from tests.stories import CardPayment, card_payment, deliver, fixture
 from tests.storm import release_together
 from webhooks.traffic import samples
 
@@ -30,13 +31,17 @@ def test_a_checkout_payment_ships_once_with_its_session_id_and_metadata(client, 
     order = [session, intent] if first == "session" else [intent, session]
     outcomes = deliver(client, order)
     # The sample PaymentIntent has no order marker: alone it is not an order yet.
-    assert outcomes == (["fulfilled", "already_fulfilled"] if first == "session"
-                        else ["not_an_order", "fulfilled"])
+    assert outcomes == (
+        ["fulfilled", "already_fulfilled"] if first == "session" else ["not_an_order", "fulfilled"]
+    )
     s = session["data"]["object"]
     [job] = _payloads(db, "order.fulfilled")
     assert job["payment_id"] == s["payment_intent"]
     assert (job["session_id"], job["client_reference_id"], job["metadata"], job["customer"]) == (
-        s["id"], s["client_reference_id"], s["metadata"], s["customer"]
+        s["id"],
+        s["client_reference_id"],
+        s["metadata"],
+        s["customer"],
     )
     assert (job["amount"], job["currency"]) == (s["amount_total"], s["currency"])
     assert jobs(db) == [("order.fulfilled", f"order.fulfilled:{s['payment_intent']}")]
@@ -67,8 +72,9 @@ def test_the_order_marker_key_is_a_setting(make_app, db):
     assert deliver(client, [marked, unmarked]) == ["fulfilled", "not_an_order"]  # order_id is not it
 
 
-@pytest.mark.parametrize("mode, outcome", [("subscription", "subscription_checkout"),
-                                           ("setup", "setup_checkout")])
+@pytest.mark.parametrize(
+    "mode, outcome", [("subscription", "subscription_checkout"), ("setup", "setup_checkout")]
+)
 def test_a_checkout_session_that_takes_no_one_off_payment_is_not_an_order(client, db, mode, outcome):
     session = fixture("checkout.session.completed")
     session["data"]["object"].update(mode=mode, payment_intent=None)
@@ -98,15 +104,23 @@ def test_subscription_payments_never_ship_as_orders(client, db, shape, order):
     invoice_paid = db.execute("SELECT count(*) FROM invoice_fulfilments").fetchone()[0]
     assert invoice_paid == 4  # the billing side still grants each period
     if shape == "pre_basil":  # the PaymentIntent names its invoice: known in every order
-        intents = [o for (name, _), o in zip(story if order == "stripe" else story[::-1], outcomes)
-                   if name.startswith("intent")]
+        intents = [
+            o
+            for (name, _), o in zip(story if order == "stripe" else story[::-1], outcomes)
+            if name.startswith("intent")
+        ]
         assert set(intents) == {"invoice_payment"}
     linked = db.execute("SELECT count(*) FROM payments WHERE invoice_id IS NOT NULL").fetchone()[0]
     assert linked == 4
 
 
-@settings(max_examples=15, deadline=None, database=None, phases=[Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(shape=st.sampled_from(["pre_basil", "basil"]), data=st.data())
 def test_subscription_payments_never_ship_in_any_order(client, db, shape, data):
     events = [evt for _, evt in subscription_payments(shape, NOW)]
@@ -125,24 +139,27 @@ STOPS = {
 def _refund_created(charge_event: dict) -> dict:
     """refund.created alone, before any event that states the payment's amount."""
     charge = charge_event["data"]["object"]
-    refund = {"id": samples.stripe_id("re"), "object": "refund", "amount": charge["amount"],
-              "charge": charge["id"], "currency": charge["currency"], "status": "succeeded",
-              "payment_intent": charge["payment_intent"], "created": NOW}
+    refund = {
+        "id": samples.stripe_id("re"),
+        "object": "refund",
+        "amount": charge["amount"],
+        "charge": charge["id"],
+        "currency": charge["currency"],
+        "status": "succeeded",
+        "payment_intent": charge["payment_intent"],
+        "created": NOW,
+    }
     return samples.event("refund.created", refund, NOW + 60)
 
 
 @pytest.mark.parametrize("stop", STOPS)
 @pytest.mark.parametrize("trial", range(2))
-def test_a_payment_refunded_or_disputed_before_its_success_is_held_once_never_shipped(
-    app, db, stop, trial
-):
+def test_a_payment_refunded_or_disputed_before_its_success_is_held_once_never_shipped(app, db, stop, trial):
     story = dict(card_payment(CardPayment(refunds=(3000,), disputed=True), NOW))
     assert post_event(app.test_client(), STOPS[stop](story)).status_code == 200
     successes = [story["checkout_paid"], story["intent_succeeded"]] * 4  # both, duplicated
     clients = [app.test_client() for _ in successes]
-    results = release_together(
-        [lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, successes)]
-    )
+    results = release_together([lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, successes)])
     assert {r.status for r in results} <= {200, 409}
     for evt in successes:  # Stripe retries the 409s
         assert post_event(app.test_client(), evt).get_json()["outcome"] == "held"
@@ -169,8 +186,12 @@ def _post_purchase_invoice(shape: str) -> list[dict]:
     for evt in (session_evt, intent_evt):
         evt["id"] = samples.stripe_id("evt")
     session = session_evt["data"]["object"]
-    session.update(id=samples.stripe_id("cs_test", 58), payment_intent=intent_id, invoice=invoice_id,
-                   invoice_creation={**session["invoice_creation"], "enabled": True})
+    session.update(
+        id=samples.stripe_id("cs_test", 58),
+        payment_intent=intent_id,
+        invoice=invoice_id,
+        invoice_creation={**session["invoice_creation"], "enabled": True},
+    )
     intent_evt["data"]["object"].update(id=intent_id, metadata={})
     paid = fixture("invoice.paid")
     paid["id"] = samples.stripe_id("evt")
@@ -180,11 +201,20 @@ def _post_purchase_invoice(shape: str) -> list[dict]:
         paid["api_version"] = PRE_BASIL
         invoice.update(payment_intent=intent_id, subscription=None)
         return [session_evt, intent_evt, paid]
-    link = {"id": samples.stripe_id("inpay"), "object": "invoice_payment", "amount_paid": 3000,
-            "amount_requested": 3000, "created": NOW, "currency": "usd", "invoice": invoice_id,
-            "is_default": True, "livemode": False, "status": "paid",
-            "payment": {"type": "payment_intent", "payment_intent": intent_id},
-            "status_transitions": {"canceled_at": None, "paid_at": NOW}}
+    link = {
+        "id": samples.stripe_id("inpay"),
+        "object": "invoice_payment",
+        "amount_paid": 3000,
+        "amount_requested": 3000,
+        "created": NOW,
+        "currency": "usd",
+        "invoice": invoice_id,
+        "is_default": True,
+        "livemode": False,
+        "status": "paid",
+        "payment": {"type": "payment_intent", "payment_intent": intent_id},
+        "status_transitions": {"canceled_at": None, "paid_at": NOW},
+    }
     return [session_evt, intent_evt, paid, samples.event("invoice_payment.paid", link, NOW)]
 
 
@@ -198,4 +228,5 @@ def test_a_checkout_post_purchase_invoice_naming_the_sessions_payment_intent_lea
         intent_id = events[1]["data"]["object"]["id"]
         assert decisions(db).get(intent_id) == "fulfilled", (order, outcomes)
         assert [key for kind, key in jobs(db) if key.endswith(intent_id)] == [
-            f"order.fulfilled:{intent_id}"], order
+            f"order.fulfilled:{intent_id}"
+        ], order

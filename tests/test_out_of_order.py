@@ -8,6 +8,7 @@ One thing does depend on the order, by design: a success that arrives after
 the payment's full refund, dispute or early fraud warning is held for review
 instead of shipped.
 """
+
 import itertools
 import time
 
@@ -27,8 +28,10 @@ STORIES = {
     "async_succeeds": lambda: stories.async_payment(True, NOW),
     "async_fails": lambda: stories.async_payment(False, NOW),
     # 30.00 of 100.00 captured; before basil the rest came back as a Refund (charge_released).
-    **{f"partial_capture_{shape}": (lambda v=version: partial_capture(NOW, v, refunds=(1000, 2000)))
-       for shape, version in CAPTURE_SHAPES.items()},
+    **{
+        f"partial_capture_{shape}": (lambda v=version: partial_capture(NOW, v, refunds=(1000, 2000)))
+        for shape, version in CAPTURE_SHAPES.items()
+    },
 }
 SUCCESSES = {"intent_succeeded", "checkout_paid", "async_succeeded"}
 # The full refund (of what was captured), the dispute, the early fraud warning.
@@ -59,8 +62,8 @@ def _named(events):
 def test_full_refund_before_the_success_events_holds_the_payment_instead_of_shipping_it(client, db):
     story = _named(stories.card_payment(CardPayment(refunds=(3000,)), NOW))
     outcomes = deliver(
-        client, [story["refund_3000"], story["checkout_paid"], story["intent_succeeded"],
-                 story["checkout_paid"]]
+        client,
+        [story["refund_3000"], story["checkout_paid"], story["intent_succeeded"], story["checkout_paid"]],
     )
     assert outcomes == ["refunded", "held", "held", "held"]  # the last is a replay
     (payment,) = business_state(db)["payments"]
@@ -126,7 +129,9 @@ def test_dispute_before_the_payment_holds_it_and_the_flag_stays(client, db):
 def test_a_refund_after_shipping_is_reported_not_held(client, db):
     story = _named(stories.card_payment(CardPayment(refunds=(3000,)), NOW))
     assert deliver(client, [story["intent_succeeded"], story["refund_3000"], story["checkout_paid"]]) == [
-        "fulfilled", "refunded", "already_fulfilled",
+        "fulfilled",
+        "refunded",
+        "already_fulfilled",
     ]
     assert list(decisions(db).values()) == ["fulfilled"]
     assert [kind for kind, _ in jobs(db)] == ["order.fulfilled"]

@@ -1,5 +1,6 @@
 """The outbox: enqueued with the fulfilment, delivered by worker processes at least
 once, each delivery carrying the idempotency key that makes it effective once."""
+
 import json
 import time
 
@@ -38,7 +39,9 @@ def workers(database_url):
     started = []
 
     def start(downstream: Downstream, **extra) -> Worker:
-        env = conftest.service_env(database_url, WEBHOOK_OUTBOX_URL=downstream.url, **{**FAST_RETRIES, **extra})
+        env = conftest.service_env(
+            database_url, WEBHOOK_OUTBOX_URL=downstream.url, **{**FAST_RETRIES, **extra}
+        )
         started.append(Worker(env))
         return started[-1]
 
@@ -91,9 +94,7 @@ def test_a_paid_event_enqueues_one_job_keyed_by_its_payment(client, db):
     assert job.idempotency_key == f"order.fulfilled:{payment_id}"
 
 
-def test_a_connected_accounts_payment_is_keyed_by_its_globally_unique_id_and_names_the_account(
-    client, db
-):
+def test_a_connected_accounts_payment_is_keyed_by_its_globally_unique_id_and_names_the_account(client, db):
     intent = samples.payment_events()[1]
     intent["account"] = "acct_1OpsConnected"
     assert load_json(post_event(client, intent))["outcome"] == "fulfilled"
@@ -138,8 +139,10 @@ def test_a_worker_killed_mid_delivery_is_redelivered_with_the_same_key(
     started = time.monotonic()
     workers(downstream)
     wait_until(lambda: len(downstream.received) >= 2, 60, "the redelivery")
-    print(f"\n[outbox] redelivered {time.monotonic() - started:.1f}s after SIGKILL "
-          f"(heartbeat timeout {FAST_RETRIES['WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS']}s)")
+    print(
+        f"\n[outbox] redelivered {time.monotonic() - started:.1f}s after SIGKILL "
+        f"(heartbeat timeout {FAST_RETRIES['WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS']}s)"
+    )
     assert downstream.keys() == [key, key]
     assert downstream.effects == {key: 1}
     wait_until(lambda: jobs_left(db) == {}, 10, "the job to be marked delivered")
@@ -158,9 +161,7 @@ def test_a_failing_downstream_is_retried_with_backoff_then_dead_lettered(
     assert "500 Server Error" in job.last_error
 
 
-def test_a_commit_wakes_an_idle_worker_without_waiting_for_the_poll(
-    database_url, db, downstreams, workers
-):
+def test_a_commit_wakes_an_idle_worker_without_waiting_for_the_poll(database_url, db, downstreams, workers):
     downstream = downstreams()
     workers(downstream, WEBHOOK_OUTBOX_POLL_SECONDS=60)
     go_idle(database_url, downstream)

@@ -10,6 +10,7 @@ from basil on, no Refund, `amount_refunded` not updated by these actions,
 charge.refunded. Counted as a refund, the released 70.00 of a 30.00 capture held
 the paid order, or told the shop it was refunded in full.
 """
+
 import pytest
 
 from tests.conftest import post_event, until_answered
@@ -27,7 +28,6 @@ def _payment(db, payment_id: str) -> tuple:
         "SELECT amount_captured, amount_refunded, refunded FROM payments WHERE payment_id = %s",
         [payment_id],
     ).fetchone()
-
 
 
 @pytest.mark.parametrize("shape", CAPTURE_SHAPES)
@@ -50,7 +50,9 @@ def test_a_partial_capture_whose_release_arrives_first_ships_once_and_no_job_rep
 def test_a_release_after_shipping_is_recorded_as_released_not_as_a_full_refund(client, db, shape):
     story = dict(partial_capture(NOW, CAPTURE_SHAPES[shape]))
     assert deliver(client, [story["intent_succeeded"], story["charge_released"]]) == [
-        "fulfilled", "authorization_released"]
+        "fulfilled",
+        "authorization_released",
+    ]
     payment_id = story["intent_succeeded"]["data"]["object"]["id"]
     assert [kind for kind, _ in jobs(db)] == ["order.fulfilled"]
     assert _payment(db, payment_id) == (3000, 0, False)
@@ -63,8 +65,10 @@ def test_refunds_of_the_captured_part_are_measured_against_what_was_captured(cli
     assert (outcomes["refund_1000"], outcomes["refund_3000"]) == ("partially_refunded", "refunded")
     payment_id = story[0][1]["data"]["object"]["id"]
     assert _payment(db, payment_id) == (3000, 3000, True)
-    told = sorted((j["amount"], j["payment_amount_refunded"], j["payment_fully_refunded"])
-                  for j in _payloads(db, "payment.refunded"))
+    told = sorted(
+        (j["amount"], j["payment_amount_refunded"], j["payment_fully_refunded"])
+        for j in _payloads(db, "payment.refunded")
+    )
     # Only a charge that lists its refunds (before 2022-11-15) names them one by one.
     assert told == ([(1000, 1000, False), (2000, 3000, True)] if shape == "listed" else [])
 
@@ -90,11 +94,24 @@ def test_a_cancelled_authorisation_is_released_not_fully_refunded(client, db, re
     amount_refunded the whole amount and amount_captured null, with a Refund of it all."""
     _, intent, charge = samples.payment_events(10000, created=NOW)
     ch = charge["data"]["object"]
-    release = {"id": samples.stripe_id("re"), "object": "refund", "amount": 10000, "charge": ch["id"],
-               "created": NOW, "currency": "usd", "payment_intent": ch["payment_intent"],
-               "reason": reason, "status": "succeeded"}
-    ch.update(captured=False, amount_captured=None, amount_refunded=10000, refunded=True,
-              refunds={"object": "list", "data": [release], "has_more": False})
+    release = {
+        "id": samples.stripe_id("re"),
+        "object": "refund",
+        "amount": 10000,
+        "charge": ch["id"],
+        "created": NOW,
+        "currency": "usd",
+        "payment_intent": ch["payment_intent"],
+        "reason": reason,
+        "status": "succeeded",
+    }
+    ch.update(
+        captured=False,
+        amount_captured=None,
+        amount_refunded=10000,
+        refunded=True,
+        refunds={"object": "list", "data": [release], "has_more": False},
+    )
     cancelled = samples.event("charge.refunded", ch, NOW, api_version="2020-08-27")
     assert deliver(client, [cancelled]) == ["authorization_released"]
     assert jobs(db) == [] and decisions(db) == {}

@@ -1,4 +1,5 @@
 """`events`, `replay` and `loadtest` with `--provider`, against a served stack for each provider."""
+
 import pytest
 
 from tests.senders import GITHUB, SENDERS, STANDARD
@@ -13,8 +14,9 @@ def server(gunicorn):
 
 
 def _command(server, database_url, sender, *args):
-    return _run(database_url, "webhooks", *args, "--provider", sender.provider,
-                "--url", server.url + sender.path)
+    return _run(
+        database_url, "webhooks", *args, "--provider", sender.provider, "--url", server.url + sender.path
+    )
 
 
 @pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.provider)
@@ -27,8 +29,20 @@ def test_loadtest_as_each_provider_passes_its_audit(server, database_url, db, se
 
 
 def test_loadtest_fails_its_audit_in_one_line_when_nothing_takes_effect(server, database_url):
-    done = _command(server, database_url, STANDARD, "loadtest", "-n", "3", "-k", "1",
-                    "--secret", STANDARD.foreign_secret, "--retry-budget", "1")
+    done = _command(
+        server,
+        database_url,
+        STANDARD,
+        "loadtest",
+        "-n",
+        "3",
+        "-k",
+        "1",
+        "--secret",
+        STANDARD.foreign_secret,
+        "--retry-budget",
+        "1",
+    )
     assert done.returncode == 1
     assert "FAIL  every event completed once: 3 violations" in done.stdout
     assert done.stderr.strip().splitlines()[-1] == "loadtest: audit failed: every event completed once"
@@ -91,8 +105,23 @@ def test_reprocess_of_a_standard_event_reads_its_id_and_type(run, client, db):  
 
 def test_loadtest_as_shopify_through_a_served_stack_passes_its_audit(gunicorn, database_url, db):
     server = gunicorn(WEB_CONCURRENCY=2, SHOPIFY_WEBHOOK_SECRET=SHOPIFY_SECRET)
-    done = _run(database_url, "webhooks", "loadtest", "--provider", "shopify", "-n", "40", "-k", "4",
-                "-c", "8", "--secret", SHOPIFY_SECRET, "--url", server.url + "/webhooks/shopify")
+    done = _run(
+        database_url,
+        "webhooks",
+        "loadtest",
+        "--provider",
+        "shopify",
+        "-n",
+        "40",
+        "-k",
+        "4",
+        "-c",
+        "8",
+        "--secret",
+        SHOPIFY_SECRET,
+        "--url",
+        server.url + "/webhooks/shopify",
+    )
     assert done.returncode == 0, done.stderr
     assert "each order fulfilled once" in done.stdout and "FAIL" not in done.stdout
     fulfilled = db.execute("SELECT count(*), count(DISTINCT (shop, order_id)) FROM shopify_fulfilments")

@@ -1,4 +1,5 @@
 """Random mutations of signed Standard Webhooks and GitHub deliveries, in-process."""
+
 from __future__ import annotations
 
 import base64
@@ -14,9 +15,15 @@ from tests.reliability import sized
 from tests.senders import GITHUB, JSON_TYPE, STANDARD
 from tests.test_hostile_input import _mutated_body, mutated_header
 
-_SETTINGS = settings(max_examples=sized(200, 3000), deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                            HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(
+    max_examples=sized(200, 3000),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 def _standard_valid(body: bytes, headers: dict, now: float) -> bool:
@@ -35,8 +42,10 @@ def _standard_valid(body: bytes, headers: dict, now: float) -> bool:
 
 def _github_valid(body: bytes, headers: dict, now: float) -> bool:
     sent = headers.get("X-Hub-Signature-256")
-    return any(sent == "sha256=" + hmac.new(s.encode(), body, hashlib.sha256).hexdigest()
-               for s in (GITHUB.secret, GITHUB.other_secret))
+    return any(
+        sent == "sha256=" + hmac.new(s.encode(), body, hashlib.sha256).hexdigest()
+        for s in (GITHUB.secret, GITHUB.other_secret)
+    )
 
 
 _VALID = {"standard": _standard_valid, "github": _github_valid}

@@ -1,4 +1,5 @@
 """Duplicate storms for every other provider: one claim, one answer, one effect."""
+
 import pytest
 
 from tests.senders import SENDERS
@@ -18,7 +19,9 @@ def test_copies_released_together_take_effect_once(app, effects, sender, senders
     clients = [app.test_client() for _ in range(senders)]
     # Each copy signed on its own, as a provider's retries are.
     requests = [(c, sender.headers(body, outgoing)) for c in clients]
-    results = release_together([lambda c=c, h=h: c.post(sender.path, data=body, headers=h) for c, h in requests])
+    results = release_together(
+        [lambda c=c, h=h: c.post(sender.path, data=body, headers=h) for c, h in requests]
+    )
     assert {r.status for r in results} <= {200, 409}, [r.status for r in results]
     assert sum(r.status == 200 and not r.replayed for r in results) == 1
     assert all(r.replayed for r in results if r.status == 200 and r is not _first(results))

@@ -1,4 +1,5 @@
 """Standard Webhooks and GitHub through the real app: independent signers, routing, readiness."""
+
 import hashlib
 import hmac
 import json
@@ -10,8 +11,8 @@ import standardwebhooks
 
 from tests.conftest import post_event, table_counts
 from tests.senders import GITHUB, JSON_TYPE, SENDERS, STANDARD
-from webhooks.traffic import samples
 from webhooks.providers import github
+from webhooks.traffic import samples
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
@@ -30,13 +31,23 @@ def _ledger(db, provider: str) -> list[tuple]:
 
 
 def test_a_delivery_signed_by_the_standardwebhooks_library_is_claimed_once(client, db, effects):
-    body = json.dumps({"type": "test.effect", "timestamp": "2026-12-03T07:00:00Z",
-                       "data": {"id": "obj_1"}, "provider_under_test": "standard"})
+    body = json.dumps(
+        {
+            "type": "test.effect",
+            "timestamp": "2026-12-03T07:00:00Z",
+            "data": {"id": "obj_1"},
+            "provider_under_test": "standard",
+        }
+    )
     msg_id, now = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", datetime.now(timezone.utc)
     signature = standardwebhooks.Webhook(STANDARD.secret).sign(msg_id, now, body)
-    headers = {"webhook-id": msg_id, "webhook-timestamp": str(int(now.timestamp())),
-               # Several signatures, space-separated: one from a key we do not have.
-               "webhook-signature": f"v1,{'A' * 44} {signature}", "Content-Type": JSON_TYPE}
+    headers = {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        # Several signatures, space-separated: one from a key we do not have.
+        "webhook-signature": f"v1,{'A' * 44} {signature}",
+        "Content-Type": JSON_TYPE,
+    }
     first = client.post("/webhooks/standard", data=body, headers=headers)
     again = client.post("/webhooks/standard", data=body, headers=headers)
     assert first.status_code == 200 and first.get_json() == {"event_id": msg_id, "outcome": "effected"}
@@ -51,17 +62,25 @@ def test_githubs_documented_example_vector_verifies():
     # docs.github.com, "Validating webhook deliveries": the example secret, payload and digest.
     sent = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
     headers = {"X-Hub-Signature-256": sent}
-    assert github.verify(b"Hello, World!", headers, ["other", "It's a Secret to Everybody"], 300) == "Hello, World!"
+    assert (
+        github.verify(b"Hello, World!", headers, ["other", "It's a Secret to Everybody"], 300)
+        == "Hello, World!"
+    )
     with pytest.raises(Exception, match="no valid signature"):
         github.verify(b"Hello, World!", headers, ["It's a Secret to Everybody!"], 300)
 
 
 def test_a_github_ping_signed_by_hand_is_answered_pong_and_recorded(client, db):
-    body = json.dumps({"zen": "Design for failure.", "hook_id": 7,
-                       "repository": {"full_name": "octocat/Hello-World"}}).encode()
+    body = json.dumps(
+        {"zen": "Design for failure.", "hook_id": 7, "repository": {"full_name": "octocat/Hello-World"}}
+    ).encode()
     digest = hmac.new(GITHUB.secret.encode(), body, hashlib.sha256).hexdigest()
-    headers = {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Event": "ping",
-               "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "Content-Type": JSON_TYPE}
+    headers = {
+        "X-Hub-Signature-256": f"sha256={digest}",
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        "Content-Type": JSON_TYPE,
+    }
     answer = client.post("/webhooks/github", data=body, headers=headers)
     assert answer.status_code == 200 and answer.get_json()["outcome"] == "pong"
     assert _ledger(db, "github") == [
@@ -122,5 +141,7 @@ def test_a_standard_secret_that_is_not_whsec_base64_is_named_in_the_refusal(make
     body, outgoing = STANDARD.event("issues")
     answer = STANDARD.post(client, body, outgoing, secret=STANDARD.secret)
     assert answer.status_code == 400
-    assert answer.get_json() == {"error": "invalid_signature",
-                                 "detail": "no configured secret is a whsec_<base64> secret"}
+    assert answer.get_json() == {
+        "error": "invalid_signature",
+        "detail": "no configured secret is a whsec_<base64> secret",
+    }

@@ -1,4 +1,5 @@
 """`reconcile`: Stripe's objects against the local tables, drift reported, nothing written."""
+
 import json
 import time
 
@@ -24,11 +25,19 @@ def paid(stand_in, created: int = NOW - 3600) -> list[dict]:
 
 def refund(stand_in, events: list[dict]) -> dict:
     charge = dict(events[2]["data"]["object"], amount_refunded=3000, refunded=True)
-    stand_in.add("refunds", {
-        "id": samples.stripe_id("re"), "object": "refund", "amount": 3000, "currency": "usd",
-        "charge": charge["id"], "payment_intent": charge["payment_intent"],
-        "status": "succeeded", "created": NOW - 600,
-    })
+    stand_in.add(
+        "refunds",
+        {
+            "id": samples.stripe_id("re"),
+            "object": "refund",
+            "amount": 3000,
+            "currency": "usd",
+            "charge": charge["id"],
+            "payment_intent": charge["payment_intent"],
+            "status": "succeeded",
+            "created": NOW - 600,
+        },
+    )
     return samples.event("charge.refunded", charge, NOW - 600)
 
 
@@ -83,7 +92,8 @@ def test_a_fulfilled_payment_stripe_says_failed_is_a_state_difference(stand_in_e
     assert cli.main(["reconcile", "--since", "30d", "--json"]) == 1
     [drift] = json.loads(capsys.readouterr().out)
     assert (drift["drift"], drift["detail"]) == (
-        "state_differs", "Stripe's payment_intent is requires_payment_method"
+        "state_differs",
+        "Stripe's payment_intent is requires_payment_method",
     )
 
 

@@ -1,4 +1,5 @@
 """`python -m webhooks replay`: files and ledger events re-sent signed like Stripe."""
+
 import json
 from datetime import datetime, timezone
 
@@ -7,8 +8,8 @@ import pytest
 from tests.conftest import post_event
 from tests.test_loadtest import run_command
 from webhooks.providers import Outgoing
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 
 @pytest.fixture
@@ -42,8 +43,15 @@ def test_replay_selects_ledger_events_by_type_and_time(server, database_url, app
     for evt in (checkout, intent, charge):
         post_event(client, evt)
     done = run_command(
-        server, database_url, "replay", "--type", "payment_intent.succeeded",
-        "--type", "charge.succeeded", "--since", since.isoformat(),
+        server,
+        database_url,
+        "replay",
+        "--type",
+        "payment_intent.succeeded",
+        "--type",
+        "charge.succeeded",
+        "--since",
+        since.isoformat(),
     )
     assert done.returncode == 0
     sent = [line.split()[0] for line in done.stdout.splitlines()]

@@ -5,6 +5,7 @@ WEBHOOK_HANDLER_MODULES: a command run from a shell without the variable
 must not close a failed event as `ignored`, nor run a built-in handler the
 server had replaced.
 """
+
 import os
 import subprocess
 import sys
@@ -26,14 +27,16 @@ def reprocess(database_url: str, event_id: str, *flags: str, modules: str = ""):
     env = {**os.environ, "DATABASE_URL": database_url, "WEBHOOK_HANDLER_MODULES": modules}
     return subprocess.run(
         [sys.executable, "-m", "webhooks", "events", "reprocess", event_id, *flags],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 def ledger_status(db, event_id: str) -> str | None:
-    row = db.execute(
-        "SELECT outcome FROM webhook_events WHERE event_id = %s", [event_id]
-    ).fetchone()
+    row = db.execute("SELECT outcome FROM webhook_events WHERE event_id = %s", [event_id]).fetchone()
     return row and row[0]
 
 
@@ -69,9 +72,7 @@ def test_allow_ignored_closes_an_event_without_a_handler_on_purpose(gunicorn, da
 
 
 def test_a_replaced_built_in_handler_is_not_swapped_back_in(gunicorn, database_url, db):
-    server = gunicorn(
-        WEB_CONCURRENCY=1, WEBHOOK_HANDLER_MODULES="tests.handlers,tests.replacement_handlers"
-    )
+    server = gunicorn(WEB_CONCURRENCY=1, WEBHOOK_HANDLER_MODULES="tests.handlers,tests.replacement_handlers")
     evt = samples.payment_events()[1]
     evt["data"]["object"]["metadata"] = {"receipt_down": "yes"}
     assert evt["type"] == "payment_intent.succeeded" and deliver(server, evt) == 500
@@ -83,12 +84,12 @@ def test_a_replaced_built_in_handler_is_not_swapped_back_in(gunicorn, database_u
     assert ledger_status(db, evt["id"]) is None and table_counts(db)["fulfilments"] == 0
 
 
-def test_a_completed_event_replays_its_answer_whatever_this_process_loads(
-    gunicorn, database_url
-):
+def test_a_completed_event_replays_its_answer_whatever_this_process_loads(gunicorn, database_url):
     server = gunicorn(WEB_CONCURRENCY=1)
     evt = scripted_event()
     assert deliver(server, evt) == 200
     replayed = reprocess(database_url, evt["id"])
     assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout.splitlines()[-1].endswith('"outcome":"scripted"} (already completed: stored answer)')
+    assert replayed.stdout.splitlines()[-1].endswith(
+        '"outcome":"scripted"} (already completed: stored answer)'
+    )

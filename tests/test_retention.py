@@ -1,4 +1,5 @@
 """`python -m webhooks prune`: old ledger rows go, fulfilments and exactly-once stay."""
+
 import contextlib
 import io
 import json
@@ -93,7 +94,10 @@ def test_configured_fields_are_redacted_from_old_payloads_once(prune, client, db
     age(db, 10)
 
     code, out, _ = prune(
-        "--older-than", "30d", "--redact-older-than", "7d",
+        "--older-than",
+        "30d",
+        "--redact-older-than",
+        "7d",
         WEBHOOK_REDACT_FIELDS="customer_details,email",
     )
     assert code == 0 and "redacted webhook_events=1 webhook_failures=1" in out

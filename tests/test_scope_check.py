@@ -1,8 +1,9 @@
 """The Connect scope check that every business row's handler runs."""
-from webhooks.traffic import samples
-from webhooks.providers.stripe import parse
-from webhooks.web.metrics import SCOPE_CONFLICTS
+
 from webhooks.domains.stripe import scope
+from webhooks.providers.stripe import parse
+from webhooks.traffic import samples
+from webhooks.web.metrics import SCOPE_CONFLICTS
 
 
 def _event(account=None):

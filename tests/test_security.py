@@ -1,9 +1,10 @@
 """Security properties checked on the code and on a full run's logs."""
+
 from __future__ import annotations
 
 import ast
-import re
 import os
+import re
 import runpy
 import threading
 import time
@@ -16,8 +17,8 @@ from psycopg.conninfo import make_conninfo
 from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event
 from tests.hostile import CATALOGUE, send, signed
 from tests.provider import Provider
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 # A password the server never asks for (trust auth), so it can only reach
 # the logs through the service.
@@ -66,9 +67,7 @@ def _is_fixed(node: ast.expr, fixed: set[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in fixed
     if isinstance(node, ast.JoinedStr):  # an f-string splicing other fixed SQL
-        return all(
-            isinstance(part, ast.Constant) or _is_fixed(part.value, fixed) for part in node.values
-        )
+        return all(isinstance(part, ast.Constant) or _is_fixed(part.value, fixed) for part in node.values)
     if isinstance(node, ast.Dict):  # a table of statements
         return all(_is_fixed(value, fixed) for value in node.values)
     if isinstance(node, ast.Subscript):
@@ -181,4 +180,3 @@ def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(gunicorn
     digests = {m for header in sent for m in re.findall(r"[0-9a-f]{64}", header)}
     leaked = [s for s in ("whsec_", SECRET, OTHER_SECRET, DB_PASSWORD, "v1=", *digests) if s in output]
     assert not leaked, leaked
-

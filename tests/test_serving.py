@@ -1,6 +1,7 @@
 """The served stack (`python -m webhooks serve`, bin/serve: nginx in front of gunicorn) against
 clients that do not send their request, or do not read their answer: they cost the front a
 connection and no gunicorn thread, so deliveries go on."""
+
 from __future__ import annotations
 
 import os
@@ -89,8 +90,11 @@ def test_stopping_serve_stops_the_front_and_gunicorn_without_waiting_for_slow_co
 def test_serve_without_nginx_says_so_and_serves_loopback_only(database_url):
     server = Gunicorn(service_env(database_url, WEBHOOK_NGINX="no-such-nginx", HOST="0.0.0.0"), SERVE)
     try:
-        listening = {c.laddr.ip for c in psutil.net_connections("tcp")
-                     if c.status == psutil.CONN_LISTEN and c.laddr.port == server.port}
+        listening = {
+            c.laddr.ip
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == server.port
+        }
         first_line = server.output().splitlines()[0]
     finally:
         server.stop()

@@ -1,4 +1,5 @@
 """Shopify orders: each paid order ships once; a refund or cancellation first holds it."""
+
 import itertools
 import json
 import uuid
@@ -6,7 +7,15 @@ import uuid
 import pytest
 
 from tests.shopify import (  # noqa: F401  (fixtures)
-    SHOP, cancelled, fulfilments, job_payloads, jobs, order, post, refund, shopify,
+    SHOP,
+    cancelled,
+    fulfilments,
+    job_payloads,
+    jobs,
+    order,
+    post,
+    refund,
+    shopify,
     shopify_app,
 )
 from tests.storm import release_together
@@ -31,8 +40,7 @@ def test_many_copies_of_one_orders_paid_released_together_ship_it_once(shopify_a
     paid, event_id = order(), str(uuid.uuid4())
     clients = [shopify_app.test_client() for _ in range(senders)]
     # Each copy under its own X-Shopify-Webhook-Id, as several subscriptions would send it.
-    results = release_together([lambda c=c: post(c, "orders/paid", paid, event_id=event_id)
-                                for c in clients])
+    results = release_together([lambda c=c: post(c, "orders/paid", paid, event_id=event_id) for c in clients])
     assert {r.status for r in results} <= {200, 409}
     assert sum(r.status == 200 and not r.replayed for r in results) == 1
     assert fulfilments(db) == [(SHOP, paid["id"])]
@@ -81,8 +89,9 @@ def test_a_second_orders_paid_for_the_order_is_already_fulfilled(shopify, db):
 def test_two_event_ids_for_one_order_released_together_ship_it_once(shopify_app, db, trial):
     paid, ids = order(), ["first-" + uuid.uuid4().hex, "second-" + uuid.uuid4().hex]
     clients = [shopify_app.test_client() for _ in range(8)]
-    results = release_together([lambda c=c, e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e)
-                                for i, c in enumerate(clients)])
+    results = release_together(
+        [lambda c=c, e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e) for i, c in enumerate(clients)]
+    )
     assert {r.status for r in results} <= {200, 409}
     outcomes = {_until_answered(shopify_app.test_client(), "orders/paid", paid, e) for e in ids}
     assert outcomes == {"fulfilled", "already_fulfilled"}
@@ -93,7 +102,12 @@ def test_the_fulfilment_job_carries_the_order_and_line_items_but_no_customer(sho
     paid = order()
     post(shopify, "orders/paid", paid)
     [job] = job_payloads(db, "shopify.order.fulfilled")
-    assert (job["shop"], job["order_id"], job["name"], job["total_price"]) == (SHOP, paid["id"], "#1001", "49.00")
+    assert (job["shop"], job["order_id"], job["name"], job["total_price"]) == (
+        SHOP,
+        paid["id"],
+        "#1001",
+        "49.00",
+    )
     assert job["line_items"] == [{"id": 466157049, "variant_id": 39072856, "sku": "TEA-1", "quantity": 2}]
     text = json.dumps(job)
     assert "bob" not in text.lower() and "Chestnut" not in text and "207119551" not in text
@@ -114,7 +128,10 @@ def test_a_refund_or_cancellation_before_orders_paid_holds_the_order_once(shopif
     assert _until_answered(shopify, "orders/paid", paid, "p2") == "held"
     assert fulfilments(db) == []
     [review] = job_payloads(db, "shopify.order.review")
-    assert (review["order_id"], review["reason"]) == (paid["id"], "refunded" if kind == "refund" else "cancelled")
+    assert (review["order_id"], review["reason"]) == (
+        paid["id"],
+        "refunded" if kind == "refund" else "cancelled",
+    )
     assert _kinds(db) == ["shopify.order.review"]
 
 
@@ -124,14 +141,19 @@ def test_a_refund_or_cancellation_after_shipping_is_recorded_with_its_job_once(s
     assert _until_answered(shopify, "orders/paid", paid, "p1") == "fulfilled"
     assert _until_answered(shopify, topic, stop, stop_id) == ("refunded" if kind == "refund" else "cancelled")
     # The same refund or cancellation again, under another event id: recorded once.
-    assert _until_answered(shopify, topic, stop, stop_id + "-again") in ("already_recorded", "already_cancelled")
+    assert _until_answered(shopify, topic, stop, stop_id + "-again") in (
+        "already_recorded",
+        "already_cancelled",
+    )
     job = "shopify.order.refunded" if kind == "refund" else "shopify.order.cancelled"
     assert _kinds(db) == sorted(["shopify.order.fulfilled", job])
     assert len(fulfilments(db)) == 1
     if kind == "refund":
         [payload] = job_payloads(db, job)
         assert (payload["refund_id"], payload["refund_line_items"]) == (
-            stop["id"], [{"line_item_id": 466157049, "quantity": 1}])
+            stop["id"],
+            [{"line_item_id": 466157049, "quantity": 1}],
+        )
 
 
 def _decided_once(db, paid_id: int, told: str) -> None:
@@ -149,8 +171,9 @@ def _decided_once(db, paid_id: int, told: str) -> None:
 def test_a_refund_or_cancellation_racing_orders_paid_is_decided_once(shopify_app, db, kind, trial):
     paid, (topic, stop, stop_id) = _story(kind)
     sends = [("orders/paid", paid, "p1"), ("orders/paid", paid, "p2"), (topic, stop, stop_id)] * 2
-    results = release_together([lambda c=shopify_app.test_client(), s=s: post(c, s[0], s[1], event_id=s[2])
-                                for s in sends])
+    results = release_together(
+        [lambda c=shopify_app.test_client(), s=s: post(c, s[0], s[1], event_id=s[2]) for s in sends]
+    )
     assert {r.status for r in results} <= {200, 409}
     for s in sends:
         _until_answered(shopify_app.test_client(), *s)
@@ -161,15 +184,21 @@ def test_a_refund_or_cancellation_racing_orders_paid_is_decided_once(shopify_app
 def test_every_delivery_order_of_an_orders_events_is_decided_once(shopify_app, db, kind):
     for perm in itertools.permutations(range(3)):
         paid, (topic, stop, stop_id) = _story(kind)
-        sends = [("orders/paid", paid, f"p1-{paid['id']}"), ("orders/paid", paid, f"p2-{paid['id']}"),
-                 (topic, stop, stop_id)]
+        sends = [
+            ("orders/paid", paid, f"p1-{paid['id']}"),
+            ("orders/paid", paid, f"p2-{paid['id']}"),
+            (topic, stop, stop_id),
+        ]
         client = shopify_app.test_client()
         for i in perm:
             _until_answered(client, *sends[i])
-        shipped = db.execute("SELECT count(*) FROM shopify_fulfilments WHERE order_id = %s",
-                             [paid["id"]]).fetchone()[0]
-        reviews = db.execute("SELECT count(*) FROM pgqueuer WHERE headers->>'idempotency-key' = %s",
-                             [f"shopify.order.review:{SHOP}:{paid['id']}"]).fetchone()[0]
+        shipped = db.execute(
+            "SELECT count(*) FROM shopify_fulfilments WHERE order_id = %s", [paid["id"]]
+        ).fetchone()[0]
+        reviews = db.execute(
+            "SELECT count(*) FROM pgqueuer WHERE headers->>'idempotency-key' = %s",
+            [f"shopify.order.review:{SHOP}:{paid['id']}"],
+        ).fetchone()[0]
         paid_first = min(perm.index(0), perm.index(1)) < perm.index(2)
         assert (shipped, reviews) == ((1, 0) if paid_first else (0, 1)), perm
 
@@ -177,14 +206,17 @@ def test_every_delivery_order_of_an_orders_events_is_decided_once(shopify_app, d
 @pytest.mark.parametrize("kind", ["refund", "cancel"])
 @pytest.mark.parametrize("senders", [8, 32])
 def test_copies_of_orders_paid_racing_after_a_refund_or_cancellation_hold_it_once(
-        shopify_app, db, kind, senders):
+    shopify_app, db, kind, senders
+):
     paid, (topic, stop, stop_id) = _story(kind)
     _until_answered(shopify_app.test_client(), topic, stop, stop_id)
     ids = ["p1-" + uuid.uuid4().hex, "p2-" + uuid.uuid4().hex]
-    results = release_together([
-        lambda c=shopify_app.test_client(), e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e)
-        for i in range(senders)
-    ])
+    results = release_together(
+        [
+            lambda c=shopify_app.test_client(), e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e)
+            for i in range(senders)
+        ]
+    )
     assert {r.status for r in results} <= {200, 409}
     assert {_until_answered(shopify_app.test_client(), "orders/paid", paid, e) for e in ids} == {"held"}
     assert fulfilments(db) == []

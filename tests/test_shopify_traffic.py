@@ -1,11 +1,12 @@
 """`loadtest --provider shopify`'s traffic, delivered through the app, and its audit."""
+
 from collections import Counter
 
 from tests.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.storm import release_together
+from webhooks.bootstrap import PROVIDERS
 from webhooks.commands import loadtest
 from webhooks.traffic import shopify as shopify_traffic
-from webhooks.bootstrap import PROVIDERS
 
 
 def _deliver(client, body, out):
@@ -15,10 +16,13 @@ def _deliver(client, body, out):
 
 def _deliver_all(shopify_app, sent, copies: int = 3):
     """Each delivery `copies` times, released together, then retried until none is in flight."""
-    senders = [lambda c=shopify_app.test_client(), b=b, o=o: _deliver(c, b, o)
-               for b, o in sent for _ in range(copies)]
+    senders = [
+        lambda c=shopify_app.test_client(), b=b, o=o: _deliver(c, b, o)
+        for b, o in sent
+        for _ in range(copies)
+    ]
     for start in range(0, len(senders), 24):
-        release_together(senders[start:start + 24])
+        release_together(senders[start : start + 24])
     client = shopify_app.test_client()
     for body, out in sent:
         assert _deliver(client, body, out).status_code == 200
@@ -42,7 +46,8 @@ def test_traffic_delivered_through_the_app_passes_its_audit(shopify_app, db):
     _deliver_all(shopify_app, sent)
     outgoing = [out for _, out in sent]
     assert shopify_traffic.audit(db, outgoing) == {
-        "every event completed once": 0, "no event under another provider": 0,
+        "every event completed once": 0,
+        "no event under another provider": 0,
         "each order fulfilled once": 0,
         "one fulfilment job per order": 0,
     }

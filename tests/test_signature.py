@@ -1,11 +1,12 @@
 """Only deliveries the provider provably signed reach the ledger."""
+
 import time
 
 import pytest
 
 from tests.conftest import OTHER_SECRET, SECRET, post_event, signed_headers, table_counts
-from webhooks.traffic import samples
 from webhooks.providers import stripe as stripe_wire
+from webhooks.traffic import samples
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
@@ -32,7 +33,14 @@ def test_second_of_two_configured_secrets_is_accepted(client, db, paid_event):
 @pytest.mark.parametrize(
     "case",
     [
-        "wrong_secret", "stale", "future", "missing", "tampered", "non_ascii_v1", "garbage", "not_utf8",
+        "wrong_secret",
+        "stale",
+        "future",
+        "missing",
+        "tampered",
+        "non_ascii_v1",
+        "garbage",
+        "not_utf8",
         "two_timestamps",
     ],
 )

@@ -1,4 +1,5 @@
 """The words and names the SQL rule functions write are the Python side's: one vocabulary, two languages."""
+
 import re
 
 from webhooks.core import ingest, outbox, outcomes
@@ -28,11 +29,14 @@ def test_the_outbox_function_writes_the_entrypoint_and_headers_the_worker_reads(
 
 def test_the_sql_ships_under_stripes_name_and_ranks_succeeded_as_the_python_does():
     assert f"VALUES (p_payment_id, '{stripe.NAME}'," in SQL
-    assert f"p_status => 'succeeded',\n        p_rank => {payments._STATUS_RANK['succeeded']}::smallint" in SQL
+    assert (
+        f"p_status => 'succeeded',\n        p_rank => {payments._STATUS_RANK['succeeded']}::smallint" in SQL
+    )
 
 
 def test_the_answer_the_sql_stores_is_byte_for_byte_the_python_answer(db):
     event_id = "evt_1NXWPnJ2eZvKYlo2CvOG9cqP:fetched"  # ids are short ASCII (events.require_id)
-    (stored,) = db.execute("SELECT webhooks_answer_body(p_event_id => %s, p_outcome => %s)",
-                           [event_id, outcomes.FULFILLED]).fetchone()
+    (stored,) = db.execute(
+        "SELECT webhooks_answer_body(p_event_id => %s, p_outcome => %s)", [event_id, outcomes.FULFILLED]
+    ).fetchone()
     assert stored == ingest.json_body(event_id=event_id, outcome=outcomes.FULFILLED)

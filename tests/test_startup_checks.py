@@ -1,4 +1,5 @@
 """What makes every delivery fail is said at start, answered 503, and each refusal logged with its reason."""
+
 import json
 import time
 import uuid
@@ -9,8 +10,8 @@ import requests
 
 from tests import conftest
 from tests.conftest import Gunicorn, signed_headers
-from webhooks.traffic import samples
 from webhooks.infra import migrate
+from webhooks.traffic import samples
 
 
 def log_lines(server: Gunicorn) -> list[dict]:
@@ -143,6 +144,10 @@ def test_a_provider_without_a_secret_is_named_at_start_and_refused_at_its_url(da
     assert logged["level"] == "warning"
     ready = requests.get(server.url + "/readyz", timeout=10).json()
     assert ready == {"status": "ready", "providers": ["standard", "stripe"]}
-    answer = requests.post(server.url + "/webhooks/github", data=b"{}", timeout=30,
-                           headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-1"})
+    answer = requests.post(
+        server.url + "/webhooks/github",
+        data=b"{}",
+        timeout=30,
+        headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-1"},
+    )
     assert answer.status_code == 503 and answer.json() == {"error": "webhook_secret_missing"}

@@ -5,6 +5,7 @@ that is later refunded, two SEPA payments (B settles, C fails), a declined
 card (D), a disputed payment (E), a subscription whose renewal fails and
 which is then deleted, a Connect account update and a thin event.
 """
+
 import pytest
 
 from tests.conftest import post_event
@@ -59,8 +60,9 @@ def test_all_samples_leave_the_same_payment_state_in_either_order_and_hold_the_r
     card = _obj("charge.refunded")  # payment A: paid, then fully refunded
     a = payments[card["payment_intent"]]
     assert (a[1], a[3], a[5], a[6]) == ("succeeded", card["amount"], card["amount_refunded"], True)
-    sepa_paid, sepa_failed = _obj("checkout.session.async_payment_succeeded"), _obj(
-        "checkout.session.async_payment_failed"
+    sepa_paid, sepa_failed = (
+        _obj("checkout.session.async_payment_succeeded"),
+        _obj("checkout.session.async_payment_failed"),
     )
     assert payments[sepa_paid["payment_intent"]][1] == "succeeded"
     assert payments[sepa_failed["payment_intent"]][1] == "failed"

@@ -4,6 +4,7 @@ The rule is asked at chosen moments through `subscription_access_at(ts)`
 (the view is that function at now()), after delivering every event Stripe
 would have sent by then, so "throughout" means at each probe in between.
 """
+
 import time
 from datetime import timedelta
 
@@ -12,7 +13,16 @@ import pytest
 from tests.conftest import post_event
 from tests.stories import DAY, deliver
 from tests.subscription_stories import (
-    AFTER_RETRIES, HOUR, MONTH, RETRIES_END, Story, access_at, dunning, jobs, pre_basil, renewal,
+    AFTER_RETRIES,
+    HOUR,
+    MONTH,
+    RETRIES_END,
+    Story,
+    access_at,
+    dunning,
+    jobs,
+    pre_basil,
+    renewal,
 )
 from webhooks.domains.stripe import access
 from webhooks.domains.stripe.access import ACCESS_CHANGED
@@ -24,8 +34,8 @@ MINUTE = 60
 
 def _period(db, subscription_id: str) -> tuple:
     return db.execute(
-        "SELECT current_period_start, current_period_end FROM subscriptions"
-        " WHERE subscription_id = %s", [subscription_id],
+        "SELECT current_period_start, current_period_end FROM subscriptions WHERE subscription_id = %s",
+        [subscription_id],
     ).fetchone()
 
 
@@ -36,7 +46,7 @@ def walk(client, db, story: Story, events, probes) -> dict[int, tuple]:
     for offset in sorted(probes):
         moment = story.start + offset
         due = [e for e in pending if e["created"] <= moment]
-        pending = pending[len(due):]
+        pending = pending[len(due) :]
         deliver(client, due)
         seen[offset] = access_at(db, story.sub, moment)
     return seen
@@ -48,8 +58,17 @@ def test_a_renewal_paid_90_minutes_after_the_period_end_keeps_access_throughout(
     events = renewal(story, paid_after=90 * MINUTE)
     if feed == "invoices_only":  # an endpoint subscribed to invoice events alone
         events = [(name, evt) for name, evt in events if evt["type"].startswith("invoice.")]
-    probes = [10, MONTH - 1, MONTH, MONTH + 30 * MINUTE, MONTH + 60 * MINUTE, MONTH + 89 * MINUTE,
-              MONTH + 91 * MINUTE, MONTH + DAY, 2 * MONTH - 1]
+    probes = [
+        10,
+        MONTH - 1,
+        MONTH,
+        MONTH + 30 * MINUTE,
+        MONTH + 60 * MINUTE,
+        MONTH + 89 * MINUTE,
+        MONTH + 91 * MINUTE,
+        MONTH + DAY,
+        2 * MONTH - 1,
+    ]
     seen = walk(client, db, story, events, probes)
     assert all(has for has, _ in seen.values()), seen
     expected = "active" if feed == "mirror" else "paid_through"
@@ -60,14 +79,11 @@ def test_without_a_paid_renewal_the_paid_through_rule_ends_after_the_margin(clie
     story = Story(START)
     events = renewal(story)[1:2]  # only the first invoice, paid; no renewal
     seen = walk(client, db, story, events, [MONTH + 2 * HOUR - 1, MONTH + 2 * HOUR])
-    assert seen == {MONTH + 2 * HOUR - 1: (True, "paid_through"),
-                    MONTH + 2 * HOUR: (False, "period_ended")}
+    assert seen == {MONTH + 2 * HOUR - 1: (True, "paid_through"), MONTH + 2 * HOUR: (False, "period_ended")}
 
 
 @pytest.mark.parametrize("after_retries", AFTER_RETRIES)
-def test_failed_retries_end_access_within_grace_whatever_stripe_does_after_them(
-    client, db, after_retries
-):
+def test_failed_retries_end_access_within_grace_whatever_stripe_does_after_them(client, db, after_retries):
     story = Story(START)
     # WEBHOOK_SUBSCRIPTION_GRACE's default, from the unpaid period's start
     grace_end = MONTH + 3 * DAY
@@ -93,8 +109,10 @@ def test_marked_unpaid_after_retries_loses_access_without_a_deleted_event(client
         "SELECT has_access, reason FROM subscription_access WHERE subscription_id = %s", [story.sub]
     ).fetchone() == (False, "unpaid")
     changes = [(j["change"], j["reason"], j["event_type"]) for j in jobs(db, ACCESS_CHANGED)]
-    assert changes == [("granted", "active", "customer.subscription.updated"),
-                       ("revoked", "unpaid", "customer.subscription.updated")]
+    assert changes == [
+        ("granted", "active", "customer.subscription.updated"),
+        ("revoked", "unpaid", "customer.subscription.updated"),
+    ]
 
 
 @pytest.mark.parametrize("behavior", ["void", "keep_as_draft", "mark_uncollectible"])
@@ -107,8 +125,7 @@ def test_paused_collection_keeps_access_whatever_becomes_of_its_invoices(client,
     events = renewal(story)[:3]
     pause = {"behavior": behavior, "resumes_at": START + 20 * DAY}
     events += [
-        ("paused", story.subscription("updated", START + 10 * DAY, "active", START,
-                                      pause_collection=pause)),
+        ("paused", story.subscription("updated", START + 10 * DAY, "active", START, pause_collection=pause)),
         ("resumed", story.subscription("updated", START + 20 * DAY, "active", START)),
     ]
     seen = walk(client, db, story, events, [5 * DAY, 15 * DAY, 25 * DAY])
@@ -129,10 +146,18 @@ def test_a_send_invoice_subscription_keeps_access_for_the_grace_after_its_invoic
     events = [
         ("first_paid", story.invoice("invoice.paid", first, b, b + 2)),
         ("activated", story.subscription("updated", b + 3, "active", b, latest_invoice=first, **terms)),
-        ("renewed", story.subscription("updated", b + MONTH, "active", b + MONTH,
-                                       latest_invoice=renewal_invoice, **terms)),
-        ("past_due", story.subscription("updated", b + due + 60, "past_due", b + MONTH,
-                                        latest_invoice=renewal_invoice, **terms)),
+        (
+            "renewed",
+            story.subscription(
+                "updated", b + MONTH, "active", b + MONTH, latest_invoice=renewal_invoice, **terms
+            ),
+        ),
+        (
+            "past_due",
+            story.subscription(
+                "updated", b + due + 60, "past_due", b + MONTH, latest_invoice=renewal_invoice, **terms
+            ),
+        ),
     ]
     grace_end = due + 3 * DAY  # WEBHOOK_SUBSCRIPTION_GRACE's default
     seen = walk(client, db, story, events, [MONTH + 29 * DAY, due - 1, due + 120, grace_end - 1, grace_end])
@@ -148,21 +173,32 @@ def test_a_send_invoice_subscription_keeps_access_for_the_grace_after_its_invoic
 def test_a_trial_ending_without_a_payment_method_pauses_access_until_resumed(client, db):
     story = Story(START)
     trial_end = START + 14 * DAY
-    trialing = {"trial_start": START, "trial_end": trial_end, "default_payment_method": None,
-                "trial_settings": {"end_behavior": {"missing_payment_method": "pause"}}}
+    trialing = {
+        "trial_start": START,
+        "trial_end": trial_end,
+        "default_payment_method": None,
+        "trial_settings": {"end_behavior": {"missing_payment_method": "pause"}},
+    }
     events = [
         ("created", story.subscription("created", START, "trialing", START, **trialing)),
-        ("trial_will_end", story.subscription("trial_will_end", trial_end - 3 * DAY,
-                                              "trialing", START, **trialing)),
-        ("paused", story.subscription("paused", trial_end, "paused", trial_end,
-                                      **trialing)),
-        ("resumed", story.subscription("resumed", trial_end + 2 * DAY, "active",
-                                       trial_end + 2 * DAY, **trialing)),
+        (
+            "trial_will_end",
+            story.subscription("trial_will_end", trial_end - 3 * DAY, "trialing", START, **trialing),
+        ),
+        ("paused", story.subscription("paused", trial_end, "paused", trial_end, **trialing)),
+        (
+            "resumed",
+            story.subscription("resumed", trial_end + 2 * DAY, "active", trial_end + 2 * DAY, **trialing),
+        ),
     ]
     seen = walk(client, db, story, events, [DAY, 12 * DAY, 14 * DAY + 1, 15 * DAY, 17 * DAY])
-    assert seen == {DAY: (True, "trialing"), 12 * DAY: (True, "trialing"),
-                    14 * DAY + 1: (False, "paused"), 15 * DAY: (False, "paused"),
-                    17 * DAY: (True, "active")}
+    assert seen == {
+        DAY: (True, "trialing"),
+        12 * DAY: (True, "trialing"),
+        14 * DAY + 1: (False, "paused"),
+        15 * DAY: (False, "paused"),
+        17 * DAY: (True, "active"),
+    }
     deliver(client, [events[1][1]])  # Stripe resends the notice: replayed, no second job
     (job,) = jobs(db, TRIAL_ENDING_JOB)
     assert (job["subscription_id"], job["trial_end"]) == (story.sub, trial_end)
@@ -208,7 +244,8 @@ def test_the_grace_setting_reaches_the_view(make_app, db):
     story = Story(START)
     seen = walk(client, db, story, dunning(story, "past_due"), [MONTH + DAY - 1, MONTH + DAY])
     assert seen == {
-        MONTH + DAY - 1: (True, "past_due_grace"), MONTH + DAY: (False, "grace_expired"),
+        MONTH + DAY - 1: (True, "past_due_grace"),
+        MONTH + DAY: (False, "grace_expired"),
     }
     assert db.execute("SELECT grace FROM subscription_access_settings").fetchone()[0].days == 1
 

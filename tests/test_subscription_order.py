@@ -3,13 +3,21 @@
 Each delivery of a story gets its own ids (`retag`): rows are keyed by
 object id alone, so two orderings compared side by side cannot share them.
 """
+
 import itertools
 
 import pytest
 
 from tests.stories import deliver
 from tests.subscription_stories import (
-    DAY, MONTH, Story, jobs, lifecycle, dunning, retag, state,
+    DAY,
+    MONTH,
+    Story,
+    dunning,
+    jobs,
+    lifecycle,
+    retag,
+    state,
 )
 from tests.test_delivery_property import _deliver_concurrently
 from webhooks.domains.stripe.access import ACCESS_CHANGED

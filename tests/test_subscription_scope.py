@@ -3,6 +3,7 @@
 Also: migration 0016 turns rows an older version keyed by (id, account)
 into one row per object, keeping the first account and recording the rest.
 """
+
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -18,8 +19,7 @@ START = 1_780_000_000
 
 def _conflicts(db):
     return db.execute(
-        "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts"
-        " ORDER BY 1"
+        "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts ORDER BY 1"
     ).fetchall()
 
 
@@ -63,18 +63,24 @@ def test_migration_0016_merges_rows_of_one_object_under_two_accounts(schema_befo
         conn.execute(
             "INSERT INTO invoices (invoice_id, account, subscription_id, status, status_rank, status_at)"
             " VALUES ('in_1', 'acct_self', NULL, 'payment_failed', 0, %s),"
-            " ('in_1', '', 'sub_1', 'paid', 1, %s)", [t0, t0 + day])
+            " ('in_1', '', 'sub_1', 'paid', 1, %s)",
+            [t0, t0 + day],
+        )
         conn.execute(
             "INSERT INTO invoice_fulfilments (invoice_id, account, subscription_id, event_id)"
-            " VALUES ('in_1', '', 'sub_1', 'evt_a'), ('in_1', 'acct_self', 'sub_1', 'evt_b')")
+            " VALUES ('in_1', '', 'sub_1', 'evt_a'), ('in_1', 'acct_self', 'sub_1', 'evt_b')"
+        )
         conn.execute(
             "INSERT INTO subscriptions (subscription_id, account, paid_through, updated_at)"
-            " VALUES ('sub_1', '', %s, %s)", [t0 + 30 * day, t0])
+            " VALUES ('sub_1', '', %s, %s)",
+            [t0 + 30 * day, t0],
+        )
         conn.execute(
             "INSERT INTO subscriptions"
             " (subscription_id, account, paid_through, revoked_at, revoked_reason, updated_at)"
             " VALUES ('sub_1', 'acct_self', %s, %s, 'payment_failed', %s)",
-            [t0 + 20 * day, t0 + 40 * day, t0 + day])
+            [t0 + 20 * day, t0 + 40 * day, t0 + day],
+        )
         migrate.migrate(schema_before_0016)
         invoices = conn.execute("SELECT invoice_id, account, subscription_id, status FROM invoices")
         assert invoices.fetchall() == [("in_1", "acct_self", "sub_1", "paid")]
@@ -83,7 +89,8 @@ def test_migration_0016_merges_rows_of_one_object_under_two_accounts(schema_befo
             "SELECT account, paid_through, revoked_at, revoked_reason, status FROM subscriptions"
         ).fetchall() == [("", t0 + 30 * day, t0 + 40 * day, "payment_failed", "canceled")]
         assert _conflicts(conn) == [
-            ("invoice", "in_1", "acct_self", ""), ("subscription", "sub_1", "", "acct_self"),
+            ("invoice", "in_1", "acct_self", ""),
+            ("subscription", "sub_1", "", "acct_self"),
         ]
         assert conn.execute(
             "SELECT has_access, reason FROM subscription_access WHERE subscription_id = 'sub_1'"

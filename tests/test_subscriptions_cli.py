@@ -1,4 +1,5 @@
 """`python -m webhooks subscriptions show SUB_ID`: the mirror and the access decision."""
+
 from tests.stories import deliver
 from tests.subscription_stories import Story, dunning
 from tests.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)

@@ -1,5 +1,6 @@
 """Thin events: claimed with a `stripe.fetch` job, fetched by the worker outside any
 claim, applied once through the same handlers."""
+
 from datetime import datetime, timezone
 
 import psycopg
@@ -9,12 +10,12 @@ from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
 from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
-from webhooks.worker import fetch
-from webhooks.traffic import samples
 from webhooks import bootstrap
 from webhooks.core import outbox
-from webhooks.infra.config import Settings
 from webhooks.domains.stripe import thin
+from webhooks.infra.config import Settings
+from webhooks.traffic import samples
+from webhooks.worker import fetch
 
 WORKER_ENV = {
     "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,
@@ -54,7 +55,9 @@ def workers(database_url, stand_in, downstream):
 
     def start() -> Worker:
         env = conftest.service_env(
-            database_url, WEBHOOK_OUTBOX_URL=downstream.url, **api_env(stand_in, **WORKER_ENV),
+            database_url,
+            WEBHOOK_OUTBOX_URL=downstream.url,
+            **api_env(stand_in, **WORKER_ENV),
         )
         started.append(Worker(env))
         return started[-1]
@@ -64,8 +67,9 @@ def workers(database_url, stand_in, downstream):
         worker.stop()
 
 
-def thin_event(obj: dict, thin_type: str = "v1.payment_intent.succeeded",
-               path: str = "/v1/payment_intents/", **extra) -> dict:
+def thin_event(
+    obj: dict, thin_type: str = "v1.payment_intent.succeeded", path: str = "/v1/payment_intents/", **extra
+) -> dict:
     return {
         "id": samples.stripe_id("evt_test"),
         "object": "v2.core.event",
@@ -73,7 +77,9 @@ def thin_event(obj: dict, thin_type: str = "v1.payment_intent.succeeded",
         "livemode": False,
         "created": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
         "related_object": {
-            "id": obj["id"], "type": obj["object"], "url": path + obj["id"],
+            "id": obj["id"],
+            "type": obj["object"],
+            "url": path + obj["id"],
         },
         **extra,
     }
@@ -84,9 +90,7 @@ def paid_intent() -> dict:
 
 
 def fulfilments(db, payment_id: str) -> int:
-    return db.execute(
-        "SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]
-    ).fetchone()[0]
+    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
 
 
 def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db, stand_in):
@@ -113,8 +117,7 @@ def test_the_fetch_job_applies_the_object_once_however_often_it_runs(
     stand_in.add("payment_intents", intent)
     post_event(client, thin_event(intent))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
-    settings = Settings.from_env(conftest.service_env(
-        database_url, **api_env(stand_in)))
+    settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
     outcomes = [run_fetch(settings, bytes(row[0])).outcome for _ in range(3)]
     assert outcomes == ["fulfilled", "replayed", "replayed"]
     assert fulfilments(db, intent["id"]) == 1
@@ -139,13 +142,12 @@ def test_a_connect_thin_event_is_fetched_with_its_context(run_fetch, client, db,
     stand_in.add("payment_intents", intent, account=account)
     post_event(client, thin_event(intent, context=account))
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
-    settings = Settings.from_env(conftest.service_env(
-        database_url, **api_env(stand_in)))
+    settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
     assert run_fetch(settings, bytes(row[0])).outcome == "fulfilled"
     assert stand_in.calls("/v1/payment_intents/")[0].headers["stripe-context"] == account
-    assert db.execute(
-        "SELECT account FROM fulfilments WHERE payment_id = %s", [intent["id"]]
-    ).fetchone() == (account,)
+    assert db.execute("SELECT account FROM fulfilments WHERE payment_id = %s", [intent["id"]]).fetchone() == (
+        account,
+    )
 
 
 def test_thin_event_then_worker_ends_with_one_fulfilment(client, db, stand_in, workers, downstream):
@@ -191,9 +193,7 @@ def test_a_fetch_without_an_api_key_is_retried_with_a_clear_error(run_fetch, dat
         run_fetch(settings, bytes(row[0]))
 
 
-def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
-    run_fetch, database_url, db, stand_in
-):
+def test_a_resync_job_fetches_the_object_of_a_snapshot_event(run_fetch, database_url, db, stand_in):
     from webhooks.providers.stripe import parse
 
     evt = samples.payment_events()[1]
@@ -203,8 +203,7 @@ def test_a_resync_job_fetches_the_object_of_a_snapshot_event(
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
         assert thin.enqueue_resync(conn, event)
     [row] = db.execute("SELECT payload FROM pgqueuer").fetchall()
-    settings = Settings.from_env(conftest.service_env(
-        database_url, **api_env(stand_in)))
+    settings = Settings.from_env(conftest.service_env(database_url, **api_env(stand_in)))
     assert run_fetch(settings, bytes(row[0])).outcome == "fulfilled"
     assert fulfilments(db, intent["id"]) == 1
 
@@ -227,9 +226,14 @@ def test_an_unsupported_api_version_with_the_api_configured_is_resynced_once(
 
 
 def test_an_unsupported_object_kind_cannot_be_resynced_and_is_refused(make_app, db, stand_in):
-    evt = samples.event("customer.subscription.deleted", {
-        "id": samples.stripe_id("sub"), "object": "subscription_schedule", "status": "canceled",
-    })
+    evt = samples.event(
+        "customer.subscription.deleted",
+        {
+            "id": samples.stripe_id("sub"),
+            "object": "subscription_schedule",
+            "status": "canceled",
+        },
+    )
     evt["api_version"] = "2026-09-30.future"
     response = post_event(make_app(**api_env(stand_in)).test_client(), evt)
     assert (response.status_code, response.headers["X-Outcome"]) == (500, "unsupported_api_version")

@@ -7,14 +7,15 @@ metadata held one failed its `::jsonb` cast on every retry, so the order
 never shipped. The ledger stores the payload as signed; what the rules copy
 out of it (metadata, client_reference_id, an order's name) is made storable.
 """
+
 import json
 import time
 
 import pytest
 
 from tests.conftest import post_event
-from tests.shopify import job_payloads as shopify_jobs, order, post
-from tests.shopify import shopify, shopify_app  # noqa: F401  (fixtures)
+from tests.shopify import job_payloads as shopify_jobs
+from tests.shopify import order, post, shopify, shopify_app  # noqa: F401  (fixtures)
 from tests.stories import async_payment
 from tests.test_orders import _payloads
 from webhooks.traffic import samples
@@ -56,15 +57,18 @@ def test_an_unpaid_session_and_a_marked_intent_with_unstorable_metadata_settle_a
     story = dict(async_payment(True, NOW))
     for evt in (story["checkout_unpaid"], story["async_succeeded"]):
         evt["data"]["object"]["metadata"] = {"note": sent}
-    outcomes = [post_event(client, e).get_json()["outcome"] for e in (story["checkout_unpaid"],
-                                                                      story["async_succeeded"])]
+    outcomes = [
+        post_event(client, e).get_json()["outcome"]
+        for e in (story["checkout_unpaid"], story["async_succeeded"])
+    ]
     assert outcomes == ["awaiting_payment", "fulfilled"]
     intent = samples.payment_events()[1]
     intent["data"]["object"]["metadata"]["gift"] = sent  # beside the order marker
     assert post_event(client, intent).get_json()["outcome"] == "fulfilled"
     _stored_as_signed(db, intent)
-    assert sorted(job["metadata"].get("note", job["metadata"].get("gift")) for job in
-                  _payloads(db, "order.fulfilled")) == [kept, kept]
+    assert sorted(
+        job["metadata"].get("note", job["metadata"].get("gift")) for job in _payloads(db, "order.fulfilled")
+    ) == [kept, kept]
 
 
 def test_a_shopify_order_whose_name_and_items_postgres_cannot_store_still_ships_once(shopify, db):

@@ -4,6 +4,7 @@ Event and object ids are unique across Stripe, so one schema cannot take the
 same events twice as two independent runs: the ledger replays the second.
 Import the fixture into a test module: `from tests.twins import twin  # noqa: F401`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,8 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_schema, service_env
-from webhooks.web.app import create_app
 from webhooks.infra.config import Settings
+from webhooks.web.app import create_app
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 Loaded with WEBHOOK_HANDLER_MODULES; the test creates `receipts` in its schema.
 """
+
 from webhooks import fulfilment
 
 

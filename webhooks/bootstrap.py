@@ -7,6 +7,7 @@ handlers (every domain's, then those of WEBHOOK_HANDLER_MODULES), the same
 domain settings (the order marker is bound into the handlers that ship
 payments), and a pool of this process's own.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -85,7 +86,8 @@ class Service:
         whatever command ran last from a shell.
         """
         access.publish_settings(
-            database_url(self.settings), self.settings.subscription_grace,
+            database_url(self.settings),
+            self.settings.subscription_grace,
             self.settings.subscription_renewal_margin,
         )
 

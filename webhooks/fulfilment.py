@@ -8,6 +8,7 @@ commands, the worker) includes that module after the built-in domains
 (webhooks/bootstrap.py), so a type handled there replaces the built-in
 handler everywhere alike.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -26,8 +27,16 @@ from webhooks.domains.stripe.orders import fulfil_payment
 from webhooks.providers.stripe import NAME as STRIPE
 
 __all__ = [
-    "ALREADY_FULFILLED", "AWAITING_PAYMENT", "FULFILLED", "IGNORED", "NOTIFIED", "SUPERSEDED",
-    "Handler", "Registry", "fulfil_payment", "handles",
+    "ALREADY_FULFILLED",
+    "AWAITING_PAYMENT",
+    "FULFILLED",
+    "IGNORED",
+    "NOTIFIED",
+    "SUPERSEDED",
+    "Handler",
+    "Registry",
+    "fulfil_payment",
+    "handles",
 ]
 
 

@@ -1,4 +1,5 @@
 """`python -m webhooks COMMAND`: the operator's entry points, one module per command."""
+
 from __future__ import annotations
 
 import argparse

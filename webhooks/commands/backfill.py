@@ -7,6 +7,7 @@ the claim a delivery takes: an event already in the ledger is a replay and
 changes nothing, so a rerun, or a backfill racing Stripe's own retries, is
 safe. Stripe keeps events for 30 days; a window reaching further is refused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ SELECT event_id FROM webhook_events WHERE provider = %s AND event_id = ANY(%s)
 """
 
 
-def fetch_events(api, settings: Settings, since: datetime, until: datetime | None,
-                 types: list[str]) -> list[dict]:
+def fetch_events(
+    api, settings: Settings, since: datetime, until: datetime | None, types: list[str]
+) -> list[dict]:
     """Every event in the window, all accounts, oldest first."""
     window = {"gte": int(since.timestamp())}
     if until is not None:
@@ -118,8 +120,7 @@ def _apply_all(settings: Settings, events: list[dict]) -> int:
 def _backfill(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.since < datetime.now(timezone.utc) - RETENTION:
-        print("backfill: Stripe keeps events for 30 days; --since must be within them",
-              file=sys.stderr)
+        print("backfill: Stripe keeps events for 30 days; --since must be within them", file=sys.stderr)
         return 2
     try:
         api = stripe_api.client(settings)
@@ -128,8 +129,9 @@ def _backfill(args: argparse.Namespace) -> int:
         print(f"backfill: {exc}", file=sys.stderr)
         return 2
     except stripe_api.ApiFailed as exc:
-        print(f"backfill: listing events failed after retries ({exc}); nothing applied, rerun",
-              file=sys.stderr)
+        print(
+            f"backfill: listing events failed after retries ({exc}); nothing applied, rerun", file=sys.stderr
+        )
         return 2
     return (_dry_run if args.dry_run else _apply_all)(settings, events)
 
@@ -142,10 +144,12 @@ def register(commands) -> None:
     backfill = commands.add_parser(
         "backfill", help="apply the events Stripe kept (30 days) that the ledger is missing"
     )
-    backfill.add_argument("--since", type=durations.instant, required=True,
-                          help="a span back from now (72h, 7d) or an ISO time")
+    backfill.add_argument(
+        "--since", type=durations.instant, required=True, help="a span back from now (72h, 7d) or an ISO time"
+    )
     backfill.add_argument("--until", type=durations.instant, help="end of the window (default: now)")
-    backfill.add_argument("--types", type=_types, default=[],
-                          help="comma-separated event types (up to 20, Stripe's limit)")
+    backfill.add_argument(
+        "--types", type=_types, default=[], help="comma-separated event types (up to 20, Stripe's limit)"
+    )
     backfill.add_argument("--dry-run", action="store_true", help="list what would be new")
     backfill.set_defaults(func=_backfill)

@@ -3,17 +3,18 @@
 With DATABASE_URL unset that is the embedded server in <project>/.data/pg
 (or WEBHOOK_DATA_DIR), started if it is not running.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
 
-from .errors import CommandError
-
 from webhooks.infra import embedded
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
+
+from .errors import CommandError
 
 
 def _url(args: argparse.Namespace) -> int:
@@ -32,19 +33,20 @@ def _stop(args: argparse.Namespace) -> int:
     if settings.database_url:
         raise CommandError("DATABASE_URL is set: that server is not ours to stop")
     folder = embedded.pgdata(settings.data_dir)
-    print(f"stopped the embedded PostgreSQL in {folder}" if embedded.stop(folder)
-          else f"no embedded PostgreSQL running in {folder}")
+    print(
+        f"stopped the embedded PostgreSQL in {folder}"
+        if embedded.stop(folder)
+        else f"no embedded PostgreSQL running in {folder}"
+    )
     return 0
 
 
 def register(commands) -> None:
-    db = commands.add_parser(
-        "db", help="print the database URL, open psql on it, stop the embedded one"
-    )
+    db = commands.add_parser("db", help="print the database URL, open psql on it, stop the embedded one")
     actions = db.add_subparsers(dest="action", required=True)
-    actions.add_parser(
-        "url", help="print the URL (starts the embedded server if needed)"
-    ).set_defaults(func=_url)
+    actions.add_parser("url", help="print the URL (starts the embedded server if needed)").set_defaults(
+        func=_url
+    )
     psql = actions.add_parser("psql", help="open psql on it; extra arguments go to psql")
     # Unknown options (-c "SELECT ...") are psql's: main passes them through.
     psql.set_defaults(func=_psql, extra_args=[])

@@ -1,4 +1,5 @@
 """Operator-typed time spans: `30d`, `12h`, `90m`, `45s`, or an ISO instant."""
+
 from __future__ import annotations
 
 import argparse

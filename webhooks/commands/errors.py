@@ -1,4 +1,5 @@
 """What a command's failure looks like to the person who ran it: one line, non-zero exit."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """`python -m webhooks events list|show|reprocess`: the ledger for an operator."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ _UNVERIFIED_KEY = "whsec_cmVwcm9jZXNz"
 def _list(args: argparse.Namespace) -> int:
     with connect(Settings.from_env()) as conn:
         rows = history.events(conn, args.status, args.type, args.since, args.limit, args.provider)
-    print(f"{'received_at':<26} {'event_id':<32} {'provider':<9} {'type':<34} {'status':<10} "
-          f"{'outcome':<18} failures")
+    print(
+        f"{'received_at':<26} {'event_id':<32} {'provider':<9} {'type':<34} {'status':<10} "
+        f"{'outcome':<18} failures"
+    )
     for row in rows:
         print(
             f"{row.received_at.isoformat(timespec='seconds'):<26} {row.event_id:<32} {row.provider:<9} "
@@ -54,8 +57,9 @@ def _show(args: argparse.Namespace) -> int:
     print(f"outcome   {detail.outcome or '-'}")
     print(f"response  {detail.response_status or '-'} {detail.response_body or ''}")
     print(f"received  {detail.received_at}   completed {detail.completed_at or '-'}")
-    print(f"attempts  {len(detail.failures) + (detail.status == 'completed')}"
-          f" ({len(detail.failures)} failed)")
+    print(
+        f"attempts  {len(detail.failures) + (detail.status == 'completed')} ({len(detail.failures)} failed)"
+    )
     for failure in detail.failures:
         print(f"  {failure.failed_at}  {failure.error_class}: {failure.error_message or ''}")
     print("payload")
@@ -79,8 +83,10 @@ def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry
     hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
     if mine is None and not allow_ignored:
         ran = f" (its last attempt ran {theirs})" if theirs else ""
-        return (f"no handler for {detail.event_type} in this process{ran}: it would be closed"
-                f" as ignored for good; {hint}, or pass --allow-ignored")
+        return (
+            f"no handler for {detail.event_type} in this process{ran}: it would be closed"
+            f" as ignored for good; {hint}, or pass --allow-ignored"
+        )
     if mine is not None and theirs is not None and mine != theirs:
         return f"its last attempt ran {theirs}, this process would run {mine}; {hint}"
     return None
@@ -152,6 +158,7 @@ def register(commands) -> None:
         action.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
         action.set_defaults(func=func)
     actions.choices["reprocess"].add_argument(
-        "--allow-ignored", action="store_true",
+        "--allow-ignored",
+        action="store_true",
         help="close the event as ignored even though no handler here takes its type",
     )

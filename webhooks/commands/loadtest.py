@@ -7,6 +7,7 @@ connections, signed as the provider signs them, by the retrying sender
 and how fast, and the provider's audit of the ledger and its effects, which
 fails the command unless every event took effect exactly once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,15 @@ from . import sending
 from .errors import CommandError
 
 # Each provider's traffic, all alike (webhooks/traffic/plugin.py).
-TRAFFIC = {traffic.provider: traffic for traffic in (
-    stripe.TRAFFIC, standard.TRAFFIC, github.TRAFFIC, shopify.TRAFFIC,
-)}
+TRAFFIC = {
+    traffic.provider: traffic
+    for traffic in (
+        stripe.TRAFFIC,
+        standard.TRAFFIC,
+        github.TRAFFIC,
+        shopify.TRAFFIC,
+    )
+}
 
 
 def register(subparsers) -> None:
@@ -68,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     secret = sending.secret(args, "loadtest")
     traffic = TRAFFIC.get(args.provider)
     if traffic is None:
-        raise CommandError(f"loadtest: no traffic for provider {args.provider}: add one (webhooks/traffic/plugin.py)")
+        raise CommandError(
+            f"loadtest: no traffic for provider {args.provider}: add one (webhooks/traffic/plugin.py)"
+        )
     sent = traffic.events(args.events)
     result = sender.deliver(
         sending.url(args),

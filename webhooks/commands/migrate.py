@@ -1,4 +1,5 @@
 """`python -m webhooks migrate` (the Procfile's `release:`): bring the database's schema up to the code's."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,6 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    commands.add_parser(
-        "migrate", help="apply migrations/*.sql once, under an advisory lock"
-    ).set_defaults(func=_migrate)
+    commands.add_parser("migrate", help="apply migrations/*.sql once, under an advisory lock").set_defaults(
+        func=_migrate
+    )

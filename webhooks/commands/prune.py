@@ -5,6 +5,7 @@ Stripe has stopped retrying (3 days), and even then a late duplicate of a
 paid event meets the unique index on fulfilments.payment_id and is answered
 `already_fulfilled`: fulfilments are never pruned, they are the backstop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,11 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from . import durations
+from webhooks.core.redaction import REDACTED, redact  # noqa: F401  (REDACTED: part of this module's API)
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
-from webhooks.core.redaction import REDACTED, redact  # noqa: F401  (REDACTED: part of this module's API)
+
+from . import durations
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
@@ -117,7 +119,9 @@ def _prune(args: argparse.Namespace) -> int:
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))
         if redacting:
             redacted = redact_older_than(
-                conn, now - args.redact_older_than, args.batch_size,
+                conn,
+                now - args.redact_older_than,
+                args.batch_size,
                 frozenset(settings.redact_fields),
             )
             print("redacted " + " ".join(f"{t}={n}" for t, n in redacted.items()))
@@ -132,7 +136,9 @@ def register(commands) -> None:
     )
     prune.add_argument("--older-than", type=durations.span, required=True, help="e.g. 30d")
     prune.add_argument(
-        "--redact-older-than", type=durations.span, default=timedelta(days=7),
+        "--redact-older-than",
+        type=durations.span,
+        default=timedelta(days=7),
         help="redact stored payloads older than this (default 7d; only with WEBHOOK_REDACT_FIELDS)",
     )
     prune.add_argument("--batch-size", type=int, default=1000)

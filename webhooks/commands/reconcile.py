@@ -10,6 +10,7 @@ A local row Stripe did not list (created before the window) is looked up
 one by one. Exits 1 on any drift so cron can alert. Never writes: the fix
 is `backfill` or `events reprocess`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,10 +21,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import durations, reconcile_local as local, table
 from webhooks.domains.stripe import api as stripe_api
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
+
+from . import durations, table
+from . import reconcile_local as local
 
 MISSING_LOCALLY, MISSING_AT_STRIPE, STATE_DIFFERS = "missing_locally", "missing_at_stripe", "state_differs"
 _PAID_SESSION = ("paid", "no_payment_required")
@@ -66,8 +69,12 @@ SOURCES = (
     ("invoice", "/v1/invoices", {"status": "paid"}, _listed),
 )
 _RETRIEVE = {
-    "payment": {"pi_": "/v1/payment_intents/", "cs_": "/v1/checkout/sessions/",
-                   "ch_": "/v1/charges/", "py_": "/v1/charges/"},
+    "payment": {
+        "pi_": "/v1/payment_intents/",
+        "cs_": "/v1/checkout/sessions/",
+        "ch_": "/v1/charges/",
+        "py_": "/v1/charges/",
+    },
     "refund": {"": "/v1/refunds/"},
     "dispute": {"": "/v1/disputes/"},
     "invoice": {"": "/v1/invoices/"},
@@ -174,7 +181,8 @@ def register(commands) -> None:
     reconcile = commands.add_parser(
         "reconcile", help="compare Stripe's payments, refunds, disputes, invoices with ours (read only)"
     )
-    reconcile.add_argument("--since", type=durations.instant, required=True,
-                           help="a span back from now (7d) or an ISO time")
+    reconcile.add_argument(
+        "--since", type=durations.instant, required=True, help="a span back from now (7d) or an ISO time"
+    )
     reconcile.add_argument("--json", action="store_true", help="the drift as JSON")
     reconcile.set_defaults(func=_reconcile)

@@ -4,13 +4,13 @@ Rows are matched by Stripe object id alone (ids are globally unique); the
 account is only read to know which Stripe-Account to ask. Read only: the
 session refuses writes, so reconcile can never change what it checks.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
 import psycopg
 from psycopg import sql
-
 
 # kind -> (table, its Stripe object id column, when the row's state was set,
 # the state that Stripe's listed objects are in). Payments, not fulfilments:
@@ -31,7 +31,9 @@ _RECENT = "SELECT {id}, account FROM {table} WHERE {at} >= %s AND {state}"
 def _query(template: str, kind: str) -> sql.Composed:
     table, id_column, at, state = TABLES[kind]
     return sql.SQL(template).format(
-        table=sql.Identifier(table), id=sql.Identifier(id_column), at=sql.Identifier(at),
+        table=sql.Identifier(table),
+        id=sql.Identifier(id_column),
+        at=sql.Identifier(at),
         state=sql.SQL(state),  # a constant of this module, never input
     )
 

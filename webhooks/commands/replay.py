@@ -6,6 +6,7 @@ signed afresh with the provider's secret, and are posted with its headers
 (for Stripe, those Stripe and its CLI set). `--times K` sends each one K
 times, as `stripe events resend` would.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,10 @@ class Replayable:
 
 def register(subparsers) -> None:
     parser = sending.command_parser(
-        subparsers, "replay", __doc__, help="re-send events (JSON files or ledger rows) signed like their provider"
+        subparsers,
+        "replay",
+        __doc__,
+        help="re-send events (JSON files or ledger rows) signed like their provider",
     )
     parser.add_argument("files", nargs="*", type=Path, help="event JSON files to send as they are")
     ledger_args = parser.add_argument_group(
@@ -64,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     secret = sending.secret(args, "replay")
     if args.files and args.provider != STRIPE:
         # Another provider's id and type travel in headers the file does not have.
-        raise CommandError(f"replay: files are Stripe events; select {args.provider}'s from the ledger (--id, --type, --since)")
+        raise CommandError(
+            f"replay: files are Stripe events; select {args.provider}'s from the ledger (--id, --type, --since)"
+        )
     events = [_from_file(path) for path in args.files]
     if any([args.ids, args.types, args.since, args.until, args.limit]):
         events += _from_ledger(args)
@@ -98,9 +104,7 @@ def _from_ledger(args: argparse.Namespace) -> list[Replayable]:
             until=args.until,
             limit=args.limit,
         )
-    return [
-        Replayable(row.event_id, row.payload.encode("utf-8"), signing.outgoing(row)) for row in rows
-    ]
+    return [Replayable(row.event_id, row.payload.encode("utf-8"), signing.outgoing(row)) for row in rows]
 
 
 def _send(session: requests.Session, args, secret: str, event: Replayable, attempt: int) -> bool:

@@ -1,4 +1,5 @@
 """What the commands that send deliveries (`replay`, `loadtest`) share: where to, and signed with what."""
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,7 @@ def secret(args: argparse.Namespace, command: str) -> str:
     provider = PROVIDERS[args.provider]
     configured = provider.secrets(Settings.from_env())
     if not configured:
-        raise CommandError(
-            f"{command}: no signing secret: pass --secret or set {provider.secret_setting}"
-        )
+        raise CommandError(f"{command}: no signing secret: pass --secret or set {provider.secret_setting}")
     return configured[0]
 
 

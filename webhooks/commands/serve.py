@@ -9,6 +9,7 @@ itself, a thread-per-request server is held by any client that sends slowly.
 With DATABASE_URL unset it starts the embedded PostgreSQL, and stops it
 again on exit if it was this command that started it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,26 +93,47 @@ class Served:
             # Started as root, nginx's workers run as nobody and must reach the socket.
             self.front_dir.chmod(0o711)
             self.env["WEBHOOK_FRONT_DIR"] = str(self.front_dir)
-        gunicorn = self._spawn("gunicorn", [
-            sys.executable, "-m", "gunicorn", "--config", str(embedded.ROOT / "gunicorn.conf.py"), "wsgi:app",
-        ], stdout=self.output, stderr=self.output)
+        gunicorn = self._spawn(
+            "gunicorn",
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--config",
+                str(embedded.ROOT / "gunicorn.conf.py"),
+                "wsgi:app",
+            ],
+            stdout=self.output,
+            stderr=self.output,
+        )
         if not self.nginx:
             return
-        self._until(lambda: front.socket_path(self.front_dir).exists(), gunicorn,
-                    "gunicorn exited before it listened (its log is above)")
+        self._until(
+            lambda: front.socket_path(self.front_dir).exists(),
+            gunicorn,
+            "gunicorn exited before it listened (its log is above)",
+        )
         settings = Settings.from_env(self.env)
         fitted = front.fitted_connections(settings.front_connections)
         if fitted < settings.front_connections:
-            log.warning("front_connections_lowered", connections=fitted, wanted=settings.front_connections,
-                        reason="the open-file limit holds two descriptors per connection")
+            log.warning(
+                "front_connections_lowered",
+                connections=fitted,
+                wanted=settings.front_connections,
+                reason="the open-file limit holds two descriptors per connection",
+            )
         config = self.front_dir / front.CONFIG
         config.write_text(front.nginx_config(settings, self.front_dir))
-        proxy = self._spawn("nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)],
-                            stderr=subprocess.PIPE)
+        proxy = self._spawn(
+            "nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)], stderr=subprocess.PIPE
+        )
         threading.Thread(target=self._relay, args=(proxy.stderr,), daemon=True).start()
         address = (_LOOPBACK if settings.host in ("0.0.0.0", "::") else settings.host, settings.port)
-        self._until(lambda: _accepts(address), proxy,
-                    lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}")
+        self._until(
+            lambda: _accepts(address),
+            proxy,
+            lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}",
+        )
 
     def process(self, name: str) -> subprocess.Popen:
         """The started "gunicorn" or "nginx"."""
@@ -179,11 +201,11 @@ def _database(settings: Settings):
         return settings.database_url, None
     folder = embedded.pgdata(settings.data_dir)
     started_here = not embedded.running(folder)
-    log.info("embedded_database_starting" if started_here else "embedded_database_found",
-             data_dir=str(folder))
+    log.info(
+        "embedded_database_starting" if started_here else "embedded_database_found", data_dir=str(folder)
+    )
     url = embedded.url(folder)
-    log.info("embedded_database_ready", data_dir=str(folder), url=url,
-             psql="python -m webhooks db psql")
+    log.info("embedded_database_ready", data_dir=str(folder), url=url, psql="python -m webhooks db psql")
     return url, folder if started_here else None
 
 
@@ -193,8 +215,11 @@ def _serve(args: argparse.Namespace) -> int:
     nginx = nginx_binary(settings)
     host = settings.host
     if nginx is None and host != _LOOPBACK:
-        print(f"serve: nginx is not installed ({front.INSTALL}), so gunicorn alone serves "
-              f"{_LOOPBACK}:{port} only, not {host}:{port}", file=sys.stderr)
+        print(
+            f"serve: nginx is not installed ({front.INSTALL}), so gunicorn alone serves "
+            f"{_LOOPBACK}:{port} only, not {host}:{port}",
+            file=sys.stderr,
+        )
         host = _LOOPBACK
     check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
@@ -207,8 +232,13 @@ def _serve(args: argparse.Namespace) -> int:
         with Served(env, nginx) as served:
             shown = "localhost" if host in ("0.0.0.0", "::") else host
             base = f"http://{shown}:{port}"
-            log.info("serving", url=base, webhook=f"{base}/webhooks/stripe", front="nginx" if nginx else None,
-                     metrics=f"http://{settings.metrics_host}:{settings.metrics_port}/metrics")
+            log.info(
+                "serving",
+                url=base,
+                webhook=f"{base}/webhooks/stripe",
+                front="nginx" if nginx else None,
+                metrics=f"http://{settings.metrics_host}:{settings.metrics_port}/metrics",
+            )
             return served.wait()
     finally:
         if started is not None:

@@ -1,11 +1,12 @@
 """`python -m webhooks subscriptions show SUB_ID | sweep`: one subscription's mirror and access; telling time's flips."""
+
 from __future__ import annotations
 
 import argparse
 
+from webhooks.domains.stripe import access
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
-from webhooks.domains.stripe import access
 
 _MIRROR = """
 SELECT subscription_id, account, status, status_at, customer, cancel_at_period_end, cancel_at,
@@ -55,6 +56,7 @@ def register(commands) -> None:
     show.add_argument("subscription_id", metavar="SUB_ID")
     show.set_defaults(func=_show)
     actions.add_parser(
-        "sweep", help="enqueue subscription.access_changed for access that time alone ended or began"
+        "sweep",
+        help="enqueue subscription.access_changed for access that time alone ended or began"
         " (every outbox worker does it each WEBHOOK_ACCESS_SWEEP_SECONDS)",
     ).set_defaults(func=_sweep)

@@ -3,6 +3,7 @@
 Ten lines rather than a dependency: the summaries are a handful of rows
 of short words and counts.
 """
+
 from __future__ import annotations
 
 

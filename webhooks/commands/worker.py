@@ -1,4 +1,5 @@
 """`python -m webhooks worker`: the outbox worker (webhooks/worker/loop.py), as the Procfile's `worker:` runs it."""
+
 from __future__ import annotations
 
 import argparse

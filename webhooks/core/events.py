@@ -4,6 +4,7 @@ A provider (webhooks/providers/) verifies a delivery and parses it into an
 Event; everything after that, the claim, the handlers, the ledger, reads
 only what is here.
 """
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ An event is `completed` when its ledger row committed, and `failed` when
 only failed attempts are recorded: a failure rolls its claim back, so the
 failure table is the only trace until a retry succeeds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -122,11 +123,30 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
     if ledger is None:
         latest = attempts[-1]
         return EventDetail(
-            provider, event_id, latest.event_type, "failed", None, None, None,
-            attempts[0].failed_at, None, latest.payload, failures, latest.account,
+            provider,
+            event_id,
+            latest.event_type,
+            "failed",
+            None,
+            None,
+            None,
+            attempts[0].failed_at,
+            None,
+            latest.payload,
+            failures,
+            latest.account,
         )
     return EventDetail(
-        provider, event_id, ledger.event_type, ledger.status, ledger.outcome,
-        ledger.response_status, ledger.response_body, ledger.received_at,
-        ledger.completed_at, ledger.payload, failures, ledger.account,
+        provider,
+        event_id,
+        ledger.event_type,
+        ledger.status,
+        ledger.outcome,
+        ledger.response_status,
+        ledger.response_body,
+        ledger.received_at,
+        ledger.completed_at,
+        ledger.payload,
+        failures,
+        ledger.account,
     )

@@ -12,6 +12,7 @@ which the registry's plan names:
   included, is a SQL function, called in one statement (a payment's success);
 - a transaction: BEGIN, the claim, the handler, the completion, COMMIT.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,7 +79,9 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def refuse(pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Unprocessable) -> Answer:
+def refuse(
+    pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Unprocessable
+) -> Answer:
     """A 500 recorded as a failure, claiming nothing: the provider retries, and an operator sees it."""
     _record_failure(pool, registry, provider, event, exc)
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
@@ -128,7 +131,9 @@ def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) ->
     return Answer(stored.status, stored.body, outcome)
 
 
-def _in_one_statement(pool: ConnectionPool, provider: str, event: Event, whole: OneStatement) -> Answer | None:
+def _in_one_statement(
+    pool: ConnectionPool, provider: str, event: Event, whole: OneStatement
+) -> Answer | None:
     """Claim, effects and completion in one statement, which commits them together.
 
     Outside a transaction block a statement is its own transaction: this is

@@ -4,6 +4,7 @@ Every function takes a connection already inside the caller's transaction,
 except `record_failure`, which must not be (see its docstring), and
 `claim_in_one_statement`, whose statement is its own transaction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ class Claim:
 
 
 def claim(
-    conn: psycopg.Connection, provider: str, event: Event,
+    conn: psycopg.Connection,
+    provider: str,
+    event: Event,
     completed: tuple[str, Stored] | None = None,
 ) -> Claim:
     """Insert the ledger row, or read the one that holds the event id, in one statement.
@@ -133,8 +136,12 @@ def claimed(event: Event, row: tuple) -> Claim:
 def claim_arguments(provider: str, event: Event) -> dict[str, Any]:
     """The row's own fields, as every claim function takes them by name."""
     return {
-        "provider": provider, "event_id": event.id, "event_type": event.type,
-        "account": event.account_key, "livemode": event.livemode, "created": event.created,
+        "provider": provider,
+        "event_id": event.id,
+        "event_type": event.type,
+        "account": event.account_key,
+        "livemode": event.livemode,
+        "created": event.created,
         "payload": event.raw,
     }
 
@@ -143,15 +150,24 @@ def _completion(completed: tuple[str, Stored] | None) -> dict[str, Any]:
     if completed is None:
         return {"status": "processing", "outcome": None, "response_status": None, "response_body": None}
     outcome, stored = completed
-    return {"status": "completed", "outcome": outcome, "response_status": stored.status,
-            "response_body": stored.body}
+    return {
+        "status": "completed",
+        "outcome": outcome,
+        "response_status": stored.status,
+        "response_body": stored.body,
+    }
 
 
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
-    db.cursor(conn).execute(_COMPLETE, {
-        "ledger_id": ledger_id, "outcome": outcome, "response_status": stored.status,
-        "response_body": stored.body,
-    })
+    db.cursor(conn).execute(
+        _COMPLETE,
+        {
+            "ledger_id": ledger_id,
+            "outcome": outcome,
+            "response_status": stored.status,
+            "response_body": stored.body,
+        },
+    )
 
 
 def record_failure(
@@ -167,8 +183,14 @@ def record_failure(
     conn.execute(
         _RECORD_FAILURE,
         [
-            provider, event.id, event.type, event.account, type(error).__name__,
-            public_message(error)[:2000], event.raw, handler,
+            provider,
+            event.id,
+            event.type,
+            event.account,
+            type(error).__name__,
+            public_message(error)[:2000],
+            event.raw,
+            handler,
         ],
     )
 

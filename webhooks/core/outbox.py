@@ -10,6 +10,7 @@ The queue is pgqueuer's table (migrations/0010_outbox_pgqueuer.sql): jobs are
 written on the connection we are handed, inside our transaction, and
 pgqueuer's worker claims them with FOR UPDATE SKIP LOCKED.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,11 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
     payload are made `storable` (the job is jsonb).
     """
     payload_json = json.dumps(storable(payload), separators=(",", ":"))
-    (written,) = cursor(conn).execute(
-        _ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key}
-    ).fetchone()
+    (written,) = (
+        cursor(conn)
+        .execute(_ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key})
+        .fetchone()
+    )
     return written
 
 

@@ -1,4 +1,5 @@
 """Replacing personal data in stored payloads: shared by `prune` and the privacy handlers."""
+
 from __future__ import annotations
 
 import json

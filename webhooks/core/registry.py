@@ -12,6 +12,7 @@ marks a function, and `Registry.include` adds a module's marked functions:
 importing a module changes no state. Adding a type again replaces its
 handler, so a shop can take over a built-in one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -91,7 +92,10 @@ class Registry:
         self._guards: dict[str, Guard] = {}
 
     def add(
-        self, provider: str, event_types: Iterable[str], handler: Handler,
+        self,
+        provider: str,
+        event_types: Iterable[str],
+        handler: Handler,
         one_statement: OneStatementPlan | None = None,
     ) -> None:
         for event_type in event_types:

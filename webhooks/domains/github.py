@@ -5,6 +5,7 @@ answering it 200 is what marks the hook as working in GitHub's settings.
 Every other GitHub event is claimed and recorded (`ignored`) unless a shop
 registers a handler with `@fulfilment.handles(type, provider="github")`.
 """
+
 from __future__ import annotations
 
 import sys

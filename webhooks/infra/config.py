@@ -1,4 +1,5 @@
 """Settings read from the environment, once, into an immutable object."""
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ def _stripe_mode(raw: str) -> str:
 
 
 def _version_range(raw: str) -> tuple[str, str]:
-    """"OLDEST..NEWEST" as two API version dates (YYYY-MM-DD), oldest first."""
+    """ "OLDEST..NEWEST" as two API version dates (YYYY-MM-DD), oldest first."""
     first, sep, last = raw.strip().partition("..")
     try:
         bounds = tuple(date.fromisoformat(d.strip()[:10]).isoformat() for d in (first, last))

@@ -1,4 +1,5 @@
 """Connections: where the database is, how a pool is opened, what an outage looks like."""
+
 from __future__ import annotations
 
 import contextlib

@@ -5,6 +5,7 @@ Its data folder is `<WEBHOOK_DATA_DIR>/pg`. A relative WEBHOOK_DATA_DIR
 directory, so every command finds the same server wherever it is run; a
 second, empty server in another folder would silently hide the data.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """structlog set-up: one JSON object per line on stdout, ours and the libraries' alike."""
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,15 @@ def public_message(exc: BaseException) -> str:
     """
     if isinstance(exc, psycopg.Error) and exc.sqlstate:
         diag = exc.diag
-        names = [f"{what} {name}" for what, name in (
-            ("constraint", diag.constraint_name), ("table", diag.table_name),
-            ("column", diag.column_name)) if name]
+        names = [
+            f"{what} {name}"
+            for what, name in (
+                ("constraint", diag.constraint_name),
+                ("table", diag.table_name),
+                ("column", diag.column_name),
+            )
+            if name
+        ]
         return " ".join([f"SQLSTATE {exc.sqlstate}", *names])
     return str(exc)
 

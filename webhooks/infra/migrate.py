@@ -8,6 +8,7 @@ calls them (webhooks/**/*.sql), in their current definitions, each a
 and records each file's hash, so a schema is current only when every
 migration is applied and every definition is the one in the code.
 """
+
 from __future__ import annotations
 
 import functools
@@ -52,8 +53,9 @@ def latest_version(directory: Path = MIGRATIONS_DIR) -> str | None:
 @functools.lru_cache(maxsize=None)
 def definitions(directory: Path = DEFINITIONS_DIR) -> dict[str, str]:
     """Each rule file's name (its path in the package) -> its text, read once per process."""
-    return {path.relative_to(directory).as_posix(): path.read_text()
-            for path in sorted(directory.rglob("*.sql"))}
+    return {
+        path.relative_to(directory).as_posix(): path.read_text() for path in sorted(directory.rglob("*.sql"))
+    }
 
 
 def _sha256(text: str) -> str:
@@ -115,9 +117,7 @@ def migrate(url: str, directory: Path = MIGRATIONS_DIR, rules: dict[str, str] | 
                     continue
                 with conn.transaction():
                     conn.execute(path.read_text())
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version) VALUES (%s)", [path.stem]
-                    )
+                    conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", [path.stem])
                 applied_now.append(path.stem)
             with conn.transaction():
                 for name, text in rules.items():

@@ -8,6 +8,7 @@ Everything after admission, the claim, the 409, the replayed answer and the
 handlers keyed by (provider, type), is the one path in `core.ingest`. The
 providers a process takes are listed once, in `webhooks.bootstrap`.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Iterator

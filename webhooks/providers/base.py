@@ -1,4 +1,5 @@
 """What a provider is: one sender's wire format, as data (each module here makes one)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

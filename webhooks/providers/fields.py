@@ -3,6 +3,7 @@
 Ids and types come from headers or bodies the sender controls the shape
 of; each is checked (short ASCII) before it can reach SQL, as Stripe's are.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import re
 from typing import Any
 
 from webhooks.core.events import InvalidEvent, InvalidSignature, require_id, require_token
+
 from .base import Headers
 
 # A sender's event type or account name: short ASCII, slashes allowed

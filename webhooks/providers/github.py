@@ -16,6 +16,7 @@ shape (SHAPES), else 400 before anything is written; and a handler with an
 effect must key it on an id in the body, which a replay under a new GUID
 repeats. The built-in `ping` has no effect to repeat.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,6 +25,7 @@ import re
 from typing import Any, Sequence
 
 from webhooks.core.events import Event, InvalidEvent, InvalidSignature
+
 from .base import Headers, Outgoing, Provider
 from .fields import TOKEN, event_type, header_id, json_object, utf8
 

@@ -23,6 +23,7 @@ headers verifies. So:
 the key: one event sent to two subscriptions is still one event (a delivery
 that comes without an event id is the exception: see WEBHOOK_ID_HEADER).
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,6 +34,7 @@ import uuid
 from datetime import datetime, timezone
 
 from webhooks.core.events import Event, InvalidEvent, InvalidSignature
+
 from . import fields
 from .base import Headers, Outgoing, Provider
 
@@ -79,8 +81,7 @@ def _verify(body: bytes, headers: Headers, secrets, tolerance_s: int) -> str:
         raise InvalidSignature(f"{HMAC_HEADER} header too long")
     # Bytes, so a non-ASCII header compares unequal instead of raising TypeError.
     sent_bytes = sent.encode("utf-8", "surrogateescape")
-    if not any(hmac.compare_digest(digest(body, s).encode("ascii"), sent_bytes)
-               for s in secrets if s):
+    if not any(hmac.compare_digest(digest(body, s).encode("ascii"), sent_bytes) for s in secrets if s):
         raise InvalidSignature("no configured secret signs this body")
     return fields.utf8(body)
 
@@ -128,10 +129,13 @@ TOPIC_AGREES = {
     "orders/cancelled": lambda data, shop: _text(data.get("cancelled_at")),
     "refunds/create": lambda data, shop: "order_id" in data and "financial_status" not in data,
     "customers/data_request": lambda data, shop: (
-        _customer_request(data, shop) and isinstance(data.get("data_request"), dict)),
+        _customer_request(data, shop) and isinstance(data.get("data_request"), dict)
+    ),
     "customers/redact": lambda data, shop: (
-        _customer_request(data, shop) and isinstance(data.get("orders_to_redact"), list)
-        and "data_request" not in data),
+        _customer_request(data, shop)
+        and isinstance(data.get("orders_to_redact"), list)
+        and "data_request" not in data
+    ),
     "shop/redact": lambda data, shop: _names_shop(data, shop) and "customer" not in data,
 }
 
@@ -160,15 +164,23 @@ def _parse(text: str, headers: Headers) -> Event:
     event_id, shop = _identity(headers, topic, data)
     _agrees(topic, data, shop)
     return Event(
-        id=event_id, type=topic, created=_triggered_at(headers.get(TRIGGERED_AT_HEADER)),
-        livemode=None, account=shop, raw=text, data=data,
+        id=event_id,
+        type=topic,
+        created=_triggered_at(headers.get(TRIGGERED_AT_HEADER)),
+        livemode=None,
+        account=shop,
+        raw=text,
+        data=data,
     )
 
 
 def _sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     """The headers Shopify sends with a delivery."""
-    when = datetime.fromtimestamp(outgoing.timestamp, timezone.utc) if outgoing.timestamp \
+    when = (
+        datetime.fromtimestamp(outgoing.timestamp, timezone.utc)
+        if outgoing.timestamp
         else datetime.now(timezone.utc)
+    )
     return {
         "Content-Type": "application/json",
         HMAC_HEADER: digest(body, secret),

@@ -9,6 +9,7 @@ tolerance is a fixed 5 minutes, it reads the timestamp as a float (so
 float rather than the header), and one signature item without exactly one
 comma, or not base64, raises ValueError and so hides a valid one after it.
 """
+
 from __future__ import annotations
 
 import binascii
@@ -20,6 +21,7 @@ from typing import Sequence
 import standardwebhooks
 
 from webhooks.core.events import Event, InvalidSignature, timestamp
+
 from .base import Headers, Outgoing, Provider
 from .fields import event_type, header_id, json_object, utf8
 

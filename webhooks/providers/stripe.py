@@ -12,6 +12,7 @@ text for the ledger, not StripeObjects, and that function refuses thin
 (API v2) events, which we still have to claim. Thin events are checked with
 the library's own notification parser.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,8 +81,9 @@ def _timestamp(header: str) -> int:
     first while anything else reading the header (a proxy, a later library
     version) may take another; refusing the ambiguity leaves no such gap.
     """
-    stamps = [value for key, _, value in (item.partition("=") for item in header.split(","))
-              if key.strip() == "t"]
+    stamps = [
+        value for key, _, value in (item.partition("=") for item in header.split(",")) if key.strip() == "t"
+    ]
     if len(stamps) != 1:
         raise InvalidSignature("Stripe-Signature must carry exactly one timestamp")
     try:
@@ -127,9 +129,7 @@ def _signed_by(payload: str, header: str, secret: str, tolerance_s: int) -> bool
 
 def sign(body: bytes, secret: str, timestamp: int | None = None) -> str:
     """A Stripe-Signature header value exactly as Stripe would send it."""
-    return stripe.WebhookSignature.generate_signature_header(
-        body.decode("utf-8"), secret, timestamp
-    )
+    return stripe.WebhookSignature.generate_signature_header(body.decode("utf-8"), secret, timestamp)
 
 
 # --- the event --------------------------------------------------------------

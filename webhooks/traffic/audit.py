@@ -3,6 +3,7 @@
 Scoped to the events the test sent, so it can run against a database that
 holds other traffic.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

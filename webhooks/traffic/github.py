@@ -1,4 +1,5 @@
 """`loadtest --provider github`: push deliveries with a ping among them, and their audit."""
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,17 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
         event_type = "ping" if i % _PING_EVERY == 0 else "push"
         repository = {"id": 1296269, "full_name": "octocat/Hello-World"}
         # Each body of its event's shape: the service refuses a body under another event's name.
-        body = ({"zen": "Keep it logically awesome.", "hook_id": 42, "repository": repository}
-                if event_type == "ping" else
-                {"ref": "refs/heads/main", "before": uuid.uuid4().hex, "after": uuid.uuid4().hex,
-                 "commits": [], "repository": repository})
+        body = (
+            {"zen": "Keep it logically awesome.", "hook_id": 42, "repository": repository}
+            if event_type == "ping"
+            else {
+                "ref": "refs/heads/main",
+                "before": uuid.uuid4().hex,
+                "after": uuid.uuid4().hex,
+                "commits": [],
+                "repository": repository,
+            }
+        )
         sent.append((json.dumps(body).encode(), Outgoing(str(uuid.uuid4()), event_type)))
     return sent
 

@@ -5,6 +5,7 @@ One Traffic per provider, made by the module of this folder named after it
 lists them (`commands.loadtest.TRAFFIC`) and signs each body with the
 provider's own signer, so a new provider plugs in with one line there.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

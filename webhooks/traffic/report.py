@@ -1,4 +1,5 @@
 """What `loadtest` (and the benchmarks) print: percentiles and Markdown tables of a run."""
+
 from __future__ import annotations
 
 import statistics

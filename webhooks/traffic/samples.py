@@ -4,6 +4,7 @@ Each payment yields the events Stripe sends for one Checkout card payment:
 checkout.session.completed, payment_intent.succeeded and charge.succeeded,
 sharing the payment intent id as real deliveries do.
 """
+
 from __future__ import annotations
 
 import json

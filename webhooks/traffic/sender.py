@@ -5,6 +5,7 @@ Stripe, a delivery answered 409, 5xx or not at all is retried with
 exponential backoff until it gets a 2xx or its attempt budget runs out.
 `loadtest`, the benchmarks and the tests send through it.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -7,6 +7,7 @@ under a new `X-Shopify-Webhook-Id` (one event reaching several
 subscriptions): same event id, so the same event. The audit reads what the
 database holds for exactly those events.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,13 @@ _SHOPS = ("loadtest-tea.myshopify.com", "loadtest-coffee.myshopify.com")
 
 def _order(order_id: int) -> dict:
     return {
-        "id": order_id, "name": f"#{order_id % 100000}", "currency": "EUR",
-        "total_price": "19.00", "financial_status": "paid",
-        "email": f"buyer{order_id}@loadtest.example", "customer": {"id": order_id + 7},
+        "id": order_id,
+        "name": f"#{order_id % 100000}",
+        "currency": "EUR",
+        "total_price": "19.00",
+        "financial_status": "paid",
+        "email": f"buyer{order_id}@loadtest.example",
+        "customer": {"id": order_id + 7},
         "line_items": [{"id": order_id * 10 + 1, "variant_id": 4242, "sku": "LT-1", "quantity": 1}],
     }
 
@@ -47,8 +52,10 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
         for _ in range(2 if order_id % 5 == 0 else 1):
             unique.append((body, Outgoing(str(uuid.uuid4()), TOPIC, shop, str(uuid.uuid4()), now)))
     unique = unique[:n]
-    again = [(body, Outgoing(out.event_id, TOPIC, out.account, str(uuid.uuid4()), now))
-             for body, out in unique[6::7]]
+    again = [
+        (body, Outgoing(out.event_id, TOPIC, out.account, str(uuid.uuid4()), now))
+        for body, out in unique[6::7]
+    ]
     return unique + again
 
 

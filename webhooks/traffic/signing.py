@@ -3,6 +3,7 @@
 Every provider's signer (webhooks/providers/) writes the headers its
 deliveries carry: Stripe's those Stripe's servers (and its CLI) set.
 """
+
 from __future__ import annotations
 
 from webhooks.bootstrap import PROVIDERS

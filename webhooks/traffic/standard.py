@@ -1,4 +1,5 @@
 """`loadtest --provider standard`: Standard Webhooks messages, and their audit."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`loadtest` as Stripe: Checkout card payments (three events each), and their audit."""
+
 from __future__ import annotations
 
 import psycopg

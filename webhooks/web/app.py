@@ -1,4 +1,5 @@
 """The web app gunicorn serves (wsgi.py): turn requests into verified events and answers into responses."""
+
 from __future__ import annotations
 
 import os

@@ -14,6 +14,7 @@ nowhere else: `python -m webhooks serve` writes it into the front's folder
 beside gunicorn's socket and the front's log of the requests the app did not
 answer, which /metrics counts by reason.
 """
+
 from __future__ import annotations
 
 import grp
@@ -208,7 +209,7 @@ def _error_pages() -> str:
             f"        location = {page} {{",
             "            internal;",
             "            default_type application/json;",
-            f"            return {status} '{{\"error\":\"{REFUSALS[status]}\"}}';",
+            f'            return {status} \'{{"error":"{REFUSALS[status]}"}}\';',
             "        }",
         ]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ them to files there and a scrape, whichever worker answers it, sums them.
 Outbox depth and age are read from the database at scrape time, and the
 front's refusals from its log, so they are the same whichever process is asked.
 """
+
 from __future__ import annotations
 
 import collections
@@ -49,6 +50,7 @@ _CONFLICTS = {
 # psycopg_pool's cumulative statistics, popped after each request and added up.
 _POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
 _POOL_GAUGES = ("pool_size", "pool_available", "requests_waiting")
+
 
 class OutboxCollector:
     """Outbox jobs by status and the age of the oldest, queried per scrape.
@@ -229,8 +231,7 @@ class ByListener:
 
     def __call__(self, environ, start_response):
         sock = environ.get("gunicorn.socket")
-        if (sock is not None and sock.family != socket.AF_UNIX
-                and sock.getsockname()[1] == self._metrics_port):
+        if sock is not None and sock.family != socket.AF_UNIX and sock.getsockname()[1] == self._metrics_port:
             return self._metrics.wsgi(environ, start_response)
         return self._public(environ, start_response)
 

@@ -1,4 +1,5 @@
 """The webhook route as plain WSGI: the one path every delivery takes, kept off Flask's machinery."""
+
 from __future__ import annotations
 
 from flask import Flask
@@ -55,8 +56,7 @@ class JsonAnswer:
         data = self.body.encode()
         start_response(
             f"{self.status_code} {HTTP_STATUS_CODES[self.status_code].upper()}",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
-             *self.headers.items()],
+            [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *self.headers.items()],
         )
         return [data]
 
@@ -100,4 +100,4 @@ class WebhookRoute:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") != "POST" or not path.startswith(WEBHOOK_PREFIX):
             return None
-        return self._providers.get(path[len(WEBHOOK_PREFIX):])
+        return self._providers.get(path[len(WEBHOOK_PREFIX) :])

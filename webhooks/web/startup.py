@@ -5,6 +5,7 @@ from the outside; each worker logs why it is not, /readyz answers 503, and
 deliveries get a retryable 503 instead of an answer that blames the sender
 or a handler.
 """
+
 from __future__ import annotations
 
 import psycopg

@@ -7,6 +7,7 @@ Stripe never holds a claim. The fetched object then goes through
 retaken after its worker died, or run again for any reason, meets that
 claim and changes nothing.
 """
+
 from __future__ import annotations
 
 import functools

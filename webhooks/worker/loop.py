@@ -7,6 +7,7 @@ every WEBHOOK_OUTBOX_POLL_SECONDS in case a notification was missed, and
 retakes a job whose worker stopped heartbeating (killed mid-delivery).
 This module decides what a delivery is and what a failure costs.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -71,16 +72,16 @@ async def deliver(service: bootstrap.Service, job: Job) -> None:
     except DeliveryFailed as exc:
         attempt = job.attempts + 1
         if attempt >= settings.outbox_max_attempts:
-            log.error(
-                "outbox_dead", job_id=job.id, idempotency_key=key, attempt=attempt, error=str(exc)
-            )
+            log.error("outbox_dead", job_id=job.id, idempotency_key=key, attempt=attempt, error=str(exc))
             raise  # on_failure="hold": the job stays, status failed, for an operator
-        delay = outbox.backoff_s(
-            job.attempts, settings.outbox_backoff_base_s, settings.outbox_backoff_max_s
-        )
+        delay = outbox.backoff_s(job.attempts, settings.outbox_backoff_base_s, settings.outbox_backoff_max_s)
         log.warning(
-            "outbox_retry", job_id=job.id, idempotency_key=key, attempt=attempt,
-            delay_s=round(delay, 3), error=str(exc),
+            "outbox_retry",
+            job_id=job.id,
+            idempotency_key=key,
+            attempt=attempt,
+            delay_s=round(delay, 3),
+            error=str(exc),
         )
         raise RetryRequested(delay=timedelta(seconds=delay), reason=str(exc)) from exc
     log.info("outbox_delivered", job_id=job.id, idempotency_key=key, attempt=job.attempts + 1)

@@ -4,6 +4,7 @@ Handlers are keyed by (provider "shopify", topic) and run inside the claim's
 transaction, like the Stripe domain's; they build on the delivery core only.
 `register` is how a process takes it in.
 """
+
 from __future__ import annotations
 
 from webhooks.core.registry import Registry

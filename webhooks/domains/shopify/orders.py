@@ -16,6 +16,7 @@ seen with the order, kept on its row and named by its jobs. A delivery of
 the order under another shop is recorded in `scope_conflicts` and changes
 nothing the order's own events would not (migrations/0030).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ import structlog
 from psycopg.rows import class_row
 
 from webhooks.core import outbox
-from webhooks.infra.db import storable
 from webhooks.core.events import Event, InvalidEvent
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
 from webhooks.core.registry import handles
+from webhooks.infra.db import storable
 
 log = structlog.get_logger(__name__)
 
@@ -121,17 +122,28 @@ def note(conn: psycopg.Connection, event: Event, order_id: int, order: dict | No
     return noted
 
 
-def check_shop(conn: psycopg.Connection, event: Event, object_type: str, object_id: int,
-               shop: str) -> None:
+def check_shop(conn: psycopg.Connection, event: Event, object_type: str, object_id: int, shop: str) -> None:
     """Record (in the event's transaction) and log a shop header that is not the object's shop."""
     if shop == event.account:
         return
-    conn.execute(_SHOP_CONFLICT, {
-        "object_type": object_type, "object_id": str(object_id), "stored_shop": shop,
-        "event_shop": event.account, "event_id": event.id,
-    })
-    log.warning("shop_conflict", object_type=object_type, object_id=object_id, stored_shop=shop,
-                event_shop=event.account, event_id=event.id)
+    conn.execute(
+        _SHOP_CONFLICT,
+        {
+            "object_type": object_type,
+            "object_id": str(object_id),
+            "stored_shop": shop,
+            "event_shop": event.account,
+            "event_id": event.id,
+        },
+    )
+    log.warning(
+        "shop_conflict",
+        object_type=object_type,
+        object_id=object_id,
+        stored_shop=shop,
+        event_shop=event.account,
+        event_id=event.id,
+    )
 
 
 def mark(conn: psycopg.Connection, order_id: int, fact: str) -> bool:
@@ -146,7 +158,9 @@ def shipped(conn: psycopg.Connection, order_id: int) -> bool:
 def enqueue(conn: psycopg.Connection, kind: str, event: Event, shop: str, key: int, **payload) -> None:
     """The shop's job, keyed by what it is about; names no customer."""
     outbox.enqueue(
-        conn, kind, {"shop": shop, "event_id": event.id, **payload},
+        conn,
+        kind,
+        {"shop": shop, "event_id": event.id, **payload},
         idempotency_key=f"{kind}:{shop}:{key}",
     )
 
@@ -155,15 +169,26 @@ def _line_items(order: dict) -> list[dict]:
     items = order.get("line_items")
     return [
         {k: item.get(k) for k in ("id", "variant_id", "sku", "quantity")}
-        for item in (items if isinstance(items, list) else []) if isinstance(item, dict)
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict)
     ]
 
 
 def _enqueue_order(conn, kind: str, event: Event, shop: str, order_id: int, **extra) -> None:
     order = event.data
-    enqueue(conn, kind, event, shop, order_id, order_id=order_id, name=order.get("name"),
-            currency=order.get("currency"), total_price=order.get("total_price"),
-            line_items=_line_items(order), **extra)
+    enqueue(
+        conn,
+        kind,
+        event,
+        shop,
+        order_id,
+        order_id=order_id,
+        name=order.get("name"),
+        currency=order.get("currency"),
+        total_price=order.get("total_price"),
+        line_items=_line_items(order),
+        **extra,
+    )
 
 
 @handles("orders/paid")
@@ -193,6 +218,14 @@ def order_cancelled(conn: psycopg.Connection, event: Event) -> str:
         return ALREADY_CANCELLED
     if not shipped(conn, order_id):
         return CANCEL_RECORDED
-    enqueue(conn, ORDER_CANCELLED, event, order.shop, order_id, order_id=order_id,
-            name=event.data.get("name"), cancel_reason=event.data.get("cancel_reason"))
+    enqueue(
+        conn,
+        ORDER_CANCELLED,
+        event,
+        order.shop,
+        order_id,
+        order_id=order_id,
+        name=event.data.get("name"),
+        cancel_reason=event.data.get("cancel_reason"),
+    )
     return CANCELLED

@@ -10,6 +10,7 @@ topic's `id`, a refund's `order_id`). Redacting replaces the value of every
 key in PERSONAL_FIELDS, at any depth, with "[redacted]"; order ids, line
 items, amounts and the rest stay, so the ledger still says what happened.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,30 @@ import psycopg
 from webhooks.core.redaction import redact_value
 
 # Where Shopify's order, refund, customer and compliance payloads carry a person.
-PERSONAL_FIELDS = frozenset({
-    "customer", "email", "contact_email", "phone", "first_name", "last_name",
-    "billing_address", "shipping_address", "default_address", "addresses",
-    "address1", "address2", "zip", "latitude", "longitude",
-    "browser_ip", "client_details", "note", "note_attributes", "customer_locale",
-})
+PERSONAL_FIELDS = frozenset(
+    {
+        "customer",
+        "email",
+        "contact_email",
+        "phone",
+        "first_name",
+        "last_name",
+        "billing_address",
+        "shipping_address",
+        "default_address",
+        "addresses",
+        "address1",
+        "address2",
+        "zip",
+        "latitude",
+        "longitude",
+        "browser_ip",
+        "client_details",
+        "note",
+        "note_attributes",
+        "customer_locale",
+    }
+)
 
 Match = Callable[[str, dict], bool]
 
@@ -60,8 +79,7 @@ class Customer:
     def named_in(self, topic: str, data: dict) -> bool:
         customer = data.get("customer")
         if isinstance(customer, dict) and (
-            (self.id is not None and customer.get("id") == self.id)
-            or self._is_email(customer.get("email"))
+            (self.id is not None and customer.get("id") == self.id) or self._is_email(customer.get("email"))
         ):
             return True
         if self._is_email(data.get("email")) or self._is_email(data.get("contact_email")):
@@ -85,8 +103,9 @@ def _rows(conn: psycopg.Connection, table: str, shop: str) -> Iterator[tuple[int
 
 def naming(conn: psycopg.Connection, shop: str, match: Match) -> list[str]:
     """Ids of the shop's completed or in-flight events whose payload `match` picks."""
-    return [event_id for _, event_id, topic, data in _rows(conn, "webhook_events", shop)
-            if match(topic, data)]
+    return [
+        event_id for _, event_id, topic, data in _rows(conn, "webhook_events", shop) if match(topic, data)
+    ]
 
 
 def redact(conn: psycopg.Connection, shop: str, events: Match, failures: Match) -> int:

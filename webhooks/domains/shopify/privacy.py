@@ -14,6 +14,7 @@ known by its SHA-256 (`shopify_compliance_requests`, migrations/0030) and
 answered `already_done`: no second job, no second redaction of what was
 stored since. A replayed redaction request's own stored copy is redacted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,6 +25,7 @@ import structlog
 from webhooks.core.events import Event
 from webhooks.core.redaction import redact
 from webhooks.core.registry import handles
+
 from . import orders, payloads
 
 log = structlog.get_logger(__name__)
@@ -52,8 +54,11 @@ _FORGET_CUSTOMERS = "UPDATE shopify_orders SET customer_id = NULL, updated_at = 
 
 
 def _ids(values) -> list[int]:
-    return [v for v in (values if isinstance(values, list) else [])
-            if isinstance(v, int) and not isinstance(v, bool)]
+    return [
+        v
+        for v in (values if isinstance(values, list) else [])
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
 
 
 def _customer(conn: psycopg.Connection, event: Event, orders_key: str) -> payloads.Customer:
@@ -62,9 +67,11 @@ def _customer(conn: psycopg.Connection, event: Event, orders_key: str) -> payloa
     customer = event.data.get("customer")
     email = customer.get("email") if isinstance(customer, dict) else None
     email = email if isinstance(email, str) else None
-    known = [] if customer_id is None else [
-        row[0] for row in conn.execute(_CUSTOMER_ORDERS, [event.account, customer_id])
-    ]
+    known = (
+        []
+        if customer_id is None
+        else [row[0] for row in conn.execute(_CUSTOMER_ORDERS, [event.account, customer_id])]
+    )
     return payloads.Customer(customer_id, email, frozenset(_ids(event.data.get(orders_key)) + known))
 
 
@@ -91,9 +98,14 @@ def data_request(conn: psycopg.Connection, event: Event) -> str:
     request = event.data.get("data_request")
     request_id = request.get("id") if isinstance(request, dict) else None
     orders.enqueue(
-        conn, DATA_REQUEST_JOB, event, event.account,
+        conn,
+        DATA_REQUEST_JOB,
+        event,
+        event.account,
         request_id if isinstance(request_id, int) else event.id,
-        data_request_id=request_id, customer_id=customer.id, orders=sorted(customer.orders),
+        data_request_id=request_id,
+        customer_id=customer.id,
+        orders=sorted(customer.orders),
         stored_events=payloads.naming(conn, event.account, customer.named_in),
     )
     return DATA_REQUEST_QUEUED
@@ -117,8 +129,7 @@ def shop_redact(conn: psycopg.Connection, event: Event) -> str:
     shop_orders = {row[0] for row in conn.execute(_SHOP_ORDERS, [event.account])}
 
     def shop_failure(topic: str, data: dict) -> bool:
-        return (payloads.order_of(topic, data) in shop_orders
-                or data.get("shop_domain") == event.account)
+        return payloads.order_of(topic, data) in shop_orders or data.get("shop_domain") == event.account
 
     changed = payloads.redact(conn, event.account, lambda topic, data: True, shop_failure)
     conn.execute(_FORGET_CUSTOMERS, [event.account])

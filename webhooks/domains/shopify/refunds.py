@@ -6,6 +6,7 @@ order. A refund of a shipped order is told to the shop (one
 order's `orders/paid` marks the order refunded, so that `orders/paid` holds
 it for review instead of shipping it.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -13,6 +14,7 @@ import psycopg
 from webhooks.core.events import Event
 from webhooks.core.outcomes import REFUNDED
 from webhooks.core.registry import handles
+
 from . import orders
 
 ORDER_REFUNDED = "shopify.order.refunded"
@@ -31,7 +33,8 @@ def _refund_line_items(refund: dict) -> list[dict]:
     items = refund.get("refund_line_items")
     return [
         {"line_item_id": item.get("line_item_id"), "quantity": item.get("quantity")}
-        for item in (items if isinstance(items, list) else []) if isinstance(item, dict)
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict)
     ]
 
 
@@ -46,6 +49,14 @@ def refund_created(conn: psycopg.Connection, event: Event) -> str:
     orders.mark(conn, order_id, "refunded_at")
     if not orders.shipped(conn, order_id):
         return REFUND_RECORDED
-    orders.enqueue(conn, ORDER_REFUNDED, event, order.shop, refund_id, order_id=order_id,
-                   refund_id=refund_id, refund_line_items=_refund_line_items(refund))
+    orders.enqueue(
+        conn,
+        ORDER_REFUNDED,
+        event,
+        order.shop,
+        refund_id,
+        order_id=order_id,
+        refund_id=refund_id,
+        refund_line_items=_refund_line_items(refund),
+    )
     return REFUNDED

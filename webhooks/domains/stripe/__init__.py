@@ -4,6 +4,7 @@ Built on the delivery core (events, registry, outbox) and Stripe's wire
 format (webhooks/providers/stripe.py); never imports the commands, the web
 edge or the worker. `register` is how a process takes it in.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -21,18 +22,22 @@ from .orders import Orders
 _SUCCESSES = (
     ("payment_intent.succeeded", intents.payment_intent_succeeded, intents.payment_success),
     ("checkout.session.completed", checkout.checkout_completed, checkout.completed_success),
-    ("checkout.session.async_payment_succeeded", checkout.checkout_async_succeeded,
-     checkout.payment_success),
+    ("checkout.session.async_payment_succeeded", checkout.checkout_async_succeeded, checkout.payment_success),
 )
 
 
 def register(registry: Registry, settings: Settings) -> None:
     """Add the Stripe handlers, and the rules for the Stripe events none of them takes."""
-    registry.include(checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions,
-                     provider=NAME)
+    registry.include(
+        checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, provider=NAME
+    )
     orders = Orders(settings.order_marker_key)
     for event_type, handler, success in _SUCCESSES:
-        registry.add(NAME, [event_type], partial(handler, orders=orders),
-                     one_statement=partial(orders.one_statement, success))
+        registry.add(
+            NAME,
+            [event_type],
+            partial(handler, orders=orders),
+            one_statement=partial(orders.one_statement, success),
+        )
     registry.unhandled(NAME, partial(thin.unhandled, registry))
     registry.guard(NAME, thin.Resync(settings.stripe_api_versions, bool(settings.stripe_api_key)))

@@ -10,6 +10,7 @@ transaction when the decision differs from what the shop was last told
 ends with time alone (a grace running out, a `cancel_at` passing); `sweep`
 tells those, under the same row lock, so each flip is told once.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ import structlog
 
 from webhooks.core import outbox
 from webhooks.core.events import Event
+
 from . import scope
 
 log = structlog.get_logger(__name__)
@@ -85,9 +87,7 @@ def claim_row(
     return row
 
 
-def decision(
-    conn: psycopg.Connection, subscription_id: str, at: datetime | None = None
-) -> Decision | None:
+def decision(conn: psycopg.Connection, subscription_id: str, at: datetime | None = None) -> Decision | None:
     """What the view says for one subscription at `at` (the transaction's time by default)."""
     row = conn.execute(_DECISION, [at, subscription_id]).fetchone()
     return Decision(*row) if row else None
@@ -135,8 +135,7 @@ def sweep(conn: psycopg.Connection, at: datetime | None = None) -> int:
     return told
 
 
-def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cause: dict,
-            key: str) -> None:
+def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cause: dict, key: str) -> None:
     outbox.enqueue(
         conn,
         ACCESS_CHANGED,

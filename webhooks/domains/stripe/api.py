@@ -9,6 +9,7 @@ to `events.parse` and the ledger as text, not as StripeObjects.
 No call here is ever made inside a claim's transaction: callers hold no
 connection while they wait on Stripe.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,12 @@ def client(settings: Settings) -> stripe.StripeClient:
 
 
 def get(
-    api: stripe.StripeClient, path: str, *, account: str | None = None,
-    context: str | None = None, **params: Any,
+    api: stripe.StripeClient,
+    path: str,
+    *,
+    account: str | None = None,
+    context: str | None = None,
+    **params: Any,
 ) -> dict:
     """GET `path` as a dict. `account` is sent as Stripe-Account (Connect, API v1);
     `context` as Stripe-Context, which is what a thin event names (API v2)."""

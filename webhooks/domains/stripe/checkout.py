@@ -4,6 +4,7 @@ A session without a payment intent (a no-cost order) is its own payment.
 Subscription sessions are the billing side's (invoices, subscriptions.py),
 and setup sessions take no payment: neither touches a payment row.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -17,6 +18,7 @@ from webhooks.core.outcomes import (
     SUPERSEDED,
 )
 from webhooks.core.registry import handles
+
 from .orders import Orders, Success, success
 from .payments import note, payment_id_of
 
@@ -40,7 +42,10 @@ def _payment_id(session: dict) -> str:
 def payment_success(event: Event) -> Success:
     session = event.object
     return success(
-        event, _payment_id(session), session.get("amount_total"), session.get("currency"),
+        event,
+        _payment_id(session),
+        session.get("amount_total"),
+        session.get("currency"),
         **_facts(session),
     )
 
@@ -53,7 +58,12 @@ def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str)
     session = event.object
     payment_id = _payment_id(session)
     applied = note(
-        conn, event, payment_id, status, session.get("amount_total"), session.get("currency"),
+        conn,
+        event,
+        payment_id,
+        status,
+        session.get("amount_total"),
+        session.get("currency"),
         **_facts(session),
     ).status_applied
     return outcome if applied else SUPERSEDED

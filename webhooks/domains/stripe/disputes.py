@@ -13,6 +13,7 @@ its favour (won, warning_closed, prevented). Jobs: `dispute.opened` (with the
 evidence deadline `due_by`) when a dispute is first seen, whatever its status
 by then, and `dispute.closed` (with the result) when it reaches a final one.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -21,16 +22,27 @@ from webhooks.core import outbox
 from webhooks.core.events import Event, require_id, timestamp
 from webhooks.core.outcomes import DISPUTE_CLOSED, DISPUTE_LOST, DISPUTE_OPEN, DISPUTE_WON, SUPERSEDED
 from webhooks.core.registry import handles
+
 from . import scope
 from .payments import note, payment_id_of
 
 _RANK = {
-    "warning_needs_response": 0, "warning_under_review": 1, "needs_response": 2,
-    "under_review": 3, "won": 4, "lost": 4, "warning_closed": 4, "prevented": 4,
+    "warning_needs_response": 0,
+    "warning_under_review": 1,
+    "needs_response": 2,
+    "under_review": 3,
+    "won": 4,
+    "lost": 4,
+    "warning_closed": 4,
+    "prevented": 4,
 }
 _FINAL = 4
-_OUTCOME = {"won": DISPUTE_WON, "lost": DISPUTE_LOST, "warning_closed": DISPUTE_CLOSED,
-            "prevented": DISPUTE_CLOSED}
+_OUTCOME = {
+    "won": DISPUTE_WON,
+    "lost": DISPUTE_LOST,
+    "warning_closed": DISPUTE_CLOSED,
+    "prevented": DISPUTE_CLOSED,
+}
 DISPUTE_OPENED = "dispute.opened"
 DISPUTE_CLOSED_JOB = "dispute.closed"
 
@@ -65,8 +77,11 @@ WHERE payment_id = %(payment_id)s
 
 
 @handles(
-    "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
-    "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+    "charge.dispute.created",
+    "charge.dispute.updated",
+    "charge.dispute.closed",
+    "charge.dispute.funds_withdrawn",
+    "charge.dispute.funds_reinstated",
 )
 def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
     dispute = event.object
@@ -90,10 +105,16 @@ def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
 
 def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> dict:
     return {
-        "dispute_id": dispute_id, "account": event.account_key, "payment_id": payment_id,
-        "charge_id": dispute.get("charge"), "amount": dispute.get("amount"),
-        "currency": dispute.get("currency"), "reason": dispute.get("reason"),
-        "event_id": event.id, "status": dispute["status"], "rank": _RANK[dispute["status"]],
+        "dispute_id": dispute_id,
+        "account": event.account_key,
+        "payment_id": payment_id,
+        "charge_id": dispute.get("charge"),
+        "amount": dispute.get("amount"),
+        "currency": dispute.get("currency"),
+        "reason": dispute.get("reason"),
+        "event_id": event.id,
+        "status": dispute["status"],
+        "rank": _RANK[dispute["status"]],
         "due_by": timestamp((dispute.get("evidence_details") or {}).get("due_by")),
         "withdrawn": event.type == "charge.dispute.funds_withdrawn",
         "reinstated": event.type == "charge.dispute.funds_reinstated",

@@ -16,6 +16,7 @@ event of a payment. `radar.early_fraud_warning.updated` carries the whole
 warning; `actionable` only goes from true to false, so a stale update cannot
 make it actionable again.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -24,6 +25,7 @@ from webhooks.core import outbox
 from webhooks.core.events import Event, id_of, require_id
 from webhooks.core.outcomes import FRAUD_WARNING_RECORDED, FRAUD_WARNING_REPORTED, FRAUD_WARNING_UPDATED
 from webhooks.core.registry import handles
+
 from . import scope
 from .payments import note, payment_id_of
 
@@ -55,11 +57,18 @@ def warning_changed(conn: psycopg.Connection, event: Event) -> str:
     payment_id = payment_id_of(id_of(warning.get("payment_intent")), charge)
     note(conn, event, payment_id)
     known = scope.stored(conn, event, "fraud_warning", warning_id, _STORED) is not None
-    (actionable,) = conn.execute(_UPSERT, {
-        "warning_id": warning_id, "account": event.account_key, "payment_id": payment_id,
-        "charge_id": charge, "fraud_type": warning.get("fraud_type"),
-        "actionable": warning.get("actionable") is not False, "event_id": event.id,
-    }).fetchone()
+    (actionable,) = conn.execute(
+        _UPSERT,
+        {
+            "warning_id": warning_id,
+            "account": event.account_key,
+            "payment_id": payment_id,
+            "charge_id": charge,
+            "fraud_type": warning.get("fraud_type"),
+            "actionable": warning.get("actionable") is not False,
+            "event_id": event.id,
+        },
+    ).fetchone()
     conn.execute(_WARN_PAYMENT, [payment_id])
     if known:
         return FRAUD_WARNING_UPDATED

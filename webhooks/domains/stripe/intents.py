@@ -4,6 +4,7 @@ Before API 2025-03-31 (basil) a PaymentIntent that pays an invoice names it
 (`invoice`); basil dropped the field, and `invoice_payment.paid` links the
 two instead.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -19,9 +20,13 @@ from .payments import note, payment_id_of
 def payment_success(event: Event) -> Success:
     intent = event.object
     return success(
-        event, payment_id_of(intent.get("id")), intent.get("amount_received"),
-        intent.get("currency"), intent_metadata=intent.get("metadata") or {},
-        customer=intent.get("customer"), invoice_id=intent.get("invoice"),
+        event,
+        payment_id_of(intent.get("id")),
+        intent.get("amount_received"),
+        intent.get("currency"),
+        intent_metadata=intent.get("metadata") or {},
+        customer=intent.get("customer"),
+        invoice_id=intent.get("invoice"),
     )
 
 
@@ -34,7 +39,12 @@ def payment_intent_failed(conn: psycopg.Connection, event: Event) -> str:
     intent = event.object
     payment_id = payment_id_of(intent.get("id"))
     applied = note(
-        conn, event, payment_id, "failed", intent.get("amount"), intent.get("currency"),
+        conn,
+        event,
+        payment_id,
+        "failed",
+        intent.get("amount"),
+        intent.get("currency"),
         invoice_id=intent.get("invoice"),
     ).status_applied
     return PAYMENT_FAILED if applied else SUPERSEDED

@@ -11,6 +11,7 @@ Lock order: the invoice's row, then its subscription's (`access.tracking`),
 then its payment's (`mark_invoice_payment`); subscription events lock only the
 subscription's and payment events never lock an invoice, so none deadlock.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -18,6 +19,7 @@ import psycopg
 from webhooks.core.events import Event, require_created, require_id, timestamp
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
+
 from . import access
 from .orders import mark_invoice_payment
 
@@ -101,8 +103,16 @@ def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     start, end = _service_period(invoice)
     row = conn.execute(
         _FULFIL_INVOICE,
-        [invoice["id"], event.account_key, subscription, event.id, invoice.get("amount_paid"),
-         invoice.get("currency"), start, end],
+        [
+            invoice["id"],
+            event.account_key,
+            subscription,
+            event.id,
+            invoice.get("amount_paid"),
+            invoice.get("currency"),
+            start,
+            end,
+        ],
     ).fetchone()
     if subscription:
         with access.tracking(conn, event, subscription):

@@ -16,6 +16,7 @@ that finds the payment to be an order ships it: one `order.fulfilled` job
 carrying everything known by then. A payment already fully refunded or
 disputed when its success arrives is held instead (one `payment.review` job).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,14 +76,23 @@ class Success:
 
     def params(self, marker_key: str | None) -> dict[str, Any]:
         return {
-            "payment_id": self.payment_id, "amount": self.amount, "currency": self.currency,
-            "order": self.order, "marker_key": marker_key, **facts_params(self.facts),
+            "payment_id": self.payment_id,
+            "amount": self.amount,
+            "currency": self.currency,
+            "order": self.order,
+            "marker_key": marker_key,
+            **facts_params(self.facts),
         }
 
 
 def success(
-    event: Event, payment_id: str, amount: int | None, currency: str | None, *,
-    order: bool = False, **facts: Any,
+    event: Event,
+    payment_id: str,
+    amount: int | None,
+    currency: str | None,
+    *,
+    order: bool = False,
+    **facts: Any,
 ) -> Success:
     require_created(event)  # the success is ordered by it
     return Success(payment_id, amount, currency, order, facts)
@@ -135,8 +145,11 @@ class OneStatement:
 
 def _succeeded(conn: psycopg.Connection, event: Event, paid: Success, marker_key: str | None) -> str:
     params = {
-        "event_id": event.id, "event_type": event.type, "account": event.account_key,
-        "at": event.created, **paid.params(marker_key),
+        "event_id": event.id,
+        "event_type": event.type,
+        "account": event.account_key,
+        "at": event.created,
+        **paid.params(marker_key),
     }
     outcome, conflicting = cursor(conn).execute(_SUCCEEDED, params).fetchone()
     return _decided(event, paid, outcome, conflicting)
@@ -149,7 +162,10 @@ def _decided(event: Event, paid: Success, outcome: str, conflicting_account: str
 
 
 def fulfil_payment(
-    conn: psycopg.Connection, event: Event, payment_id: str, amount: int | None,
+    conn: psycopg.Connection,
+    event: Event,
+    payment_id: str,
+    amount: int | None,
     currency: str | None,
 ) -> str:
     """For a shop's own handler: `payment_id` succeeded and is an order; ship it once.
@@ -174,10 +190,12 @@ def mark_invoice_payment(conn: psycopg.Connection, event: Event, payment_intent:
     payment = note(conn, event, payment_intent, invoice_id=invoice or event.object.get("id"))
     if payment.checkout_mode == "payment":
         return
-    shipped = conn.execute(
-        "SELECT 1 FROM fulfilments WHERE payment_id = %s", [payment_intent]
-    ).fetchone()
+    shipped = conn.execute("SELECT 1 FROM fulfilments WHERE payment_id = %s", [payment_intent]).fetchone()
     if shipped:
         # Only possible when an invoice's PaymentIntent carried the order marker.
-        log.warning("invoice_payment_already_shipped", payment_id=payment_intent,
-                    event_id=event.id, account=payment.account)
+        log.warning(
+            "invoice_payment_already_shipped",
+            payment_id=payment_intent,
+            event_id=event.id,
+            account=payment.account,
+        )

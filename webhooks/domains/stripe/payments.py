@@ -12,6 +12,7 @@ any other row of that payment, so the events of one payment apply one after
 another and always in the same lock order, which rules out deadlocks.
 Whether a succeeded payment is shipped is orders.py's decision.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from webhooks.infra.db import cursor, storable
+
 from webhooks.core.events import Event, require_created, require_id
+from webhooks.infra.db import cursor, storable
+
 from . import scope
 
 # Breaks a tie between two events created in the same second: the later
@@ -67,8 +70,13 @@ SELECT * FROM webhooks_note_payment(
 """
 
 _FACTS = (
-    "checkout_mode", "session_id", "client_reference_id", "customer",
-    "session_metadata", "intent_metadata", "invoice_id",
+    "checkout_mode",
+    "session_id",
+    "client_reference_id",
+    "customer",
+    "session_metadata",
+    "intent_metadata",
+    "invoice_id",
 )
 
 
@@ -78,8 +86,13 @@ def payment_id_of(*candidates: Any) -> str:
 
 
 def note(
-    conn: psycopg.Connection, event: Event, payment_id: str, status: str | None = None,
-    amount: int | None = None, currency: str | None = None, **facts: Any,
+    conn: psycopg.Connection,
+    event: Event,
+    payment_id: str,
+    status: str | None = None,
+    amount: int | None = None,
+    currency: str | None = None,
+    **facts: Any,
 ) -> Payment:
     """Lock the payment's row (creating it), add what this event knows, check its scope.
 
@@ -87,8 +100,13 @@ def note(
     unless a newer event already set one: `status_applied` says which.
     """
     params = dict(
-        facts_params(facts), payment_id=payment_id, account=event.account_key, status=status,
-        amount=amount, currency=currency, rank=_STATUS_RANK.get(status),
+        facts_params(facts),
+        payment_id=payment_id,
+        account=event.account_key,
+        status=status,
+        amount=amount,
+        currency=currency,
+        rank=_STATUS_RANK.get(status),
         at=require_created(event) if status else None,
     )
     # The function's row type lists Payment's fields in order.

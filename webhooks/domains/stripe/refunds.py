@@ -31,6 +31,7 @@ Fully refunded is measured against `amount_captured` (migrations/0027).
 Jobs, one per transition of a refund: `payment.refunded` when a refund is
 first seen alive, `refund.failed` when it fails or is canceled.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from webhooks.core.outcomes import (
     SUPERSEDED,
 )
 from webhooks.core.registry import handles
+
 from . import scope
 from .payments import note, payment_id_of
 
@@ -161,10 +163,16 @@ def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dic
     conn.execute(
         _UPSERT,
         {
-            "refund_id": refund_id, "account": event.account_key, "payment_id": payment_id,
-            "charge_id": refund.get("charge"), "amount": refund.get("amount"),
-            "currency": refund.get("currency"), "status": status, "rank": rank,
-            "failure_reason": refund.get("failure_reason"), "reason": refund.get("reason"),
+            "refund_id": refund_id,
+            "account": event.account_key,
+            "payment_id": payment_id,
+            "charge_id": refund.get("charge"),
+            "amount": refund.get("amount"),
+            "currency": refund.get("currency"),
+            "status": status,
+            "rank": rank,
+            "failure_reason": refund.get("failure_reason"),
+            "reason": refund.get("reason"),
             "event_id": event.id,
             "created": timestamp(refund.get("created")),
         },
@@ -224,8 +232,7 @@ def charge_refunded(conn: psycopg.Connection, event: Event) -> str:
     payment_id = payment_id_of(charge.get("payment_intent"), charge.get("id"))
     note(conn, event, payment_id)
     released = _released(event, charge)
-    conn.execute(_CAPTURE, {"payment_id": payment_id, "captured": _captured(charge),
-                            "released": released})
+    conn.execute(_CAPTURE, {"payment_id": payment_id, "captured": _captured(charge), "released": released})
     moved = conn.execute(
         _CHARGE_POSITION,
         {

@@ -9,6 +9,7 @@ revoked), so rows are keyed by the globally unique object id and store the
 first account seen; a later event under another account is recorded and
 alerted on here, and its effects still apply to the one row.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -38,7 +39,10 @@ SELECT webhooks_scope_conflict(
 
 
 def check(
-    conn: psycopg.Connection, event: Event, object_type: str, object_id: str,
+    conn: psycopg.Connection,
+    event: Event,
+    object_type: str,
+    object_id: str,
     stored_account: str | None,
 ) -> bool:
     """True when the stored account (None: no row yet) agrees with the event's.
@@ -48,10 +52,16 @@ def check(
     """
     if stored_account is None or stored_account == event.account_key:
         return True
-    conn.execute(_RECORD, {
-        "object_type": object_type, "object_id": object_id, "stored_account": stored_account,
-        "event_account": event.account_key, "event_id": event.id,
-    })
+    conn.execute(
+        _RECORD,
+        {
+            "object_type": object_type,
+            "object_id": object_id,
+            "stored_account": stored_account,
+            "event_account": event.account_key,
+            "event_id": event.id,
+        },
+    )
     alert(event, object_type, object_id, stored_account)
     return False
 
@@ -60,8 +70,12 @@ def alert(event: Event, object_type: str, object_id: str, stored_account: str) -
     """Count and log a disagreement already recorded (by `check`, or by SQL that checked it)."""
     SCOPE_CONFLICTS.labels(object_type).inc()
     log.warning(
-        "scope_conflict", object_type=object_type, object_id=object_id,
-        stored_account=stored_account, event_account=event.account_key, event_id=event.id,
+        "scope_conflict",
+        object_type=object_type,
+        object_id=object_id,
+        stored_account=stored_account,
+        event_account=event.account_key,
+        event_id=event.id,
     )
 
 

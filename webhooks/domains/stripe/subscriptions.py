@@ -9,6 +9,7 @@ applies after it, so the row ends the same in every delivery order.
 Access is not decided here but by the `subscription_access` view; every
 change runs inside `access.tracking`, which tells the shop when it flips.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -19,14 +20,21 @@ from webhooks.core import outbox
 from webhooks.core.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
 from webhooks.core.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
 from webhooks.core.registry import handles
+
 from . import access
 
 TRIAL_ENDING_JOB = "subscription.trial_ending"
 
 # Ties (same second) go to the later stage of the lifecycle.
 _STATUS_RANK = {
-    "incomplete": 0, "trialing": 1, "active": 2, "past_due": 3, "paused": 3,
-    "unpaid": 4, "incomplete_expired": 5, "canceled": 6,
+    "incomplete": 0,
+    "trialing": 1,
+    "active": 2,
+    "past_due": 3,
+    "paused": 3,
+    "unpaid": 4,
+    "incomplete_expired": 5,
+    "canceled": 6,
 }
 
 _APPLY = """

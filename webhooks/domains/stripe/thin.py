@@ -17,6 +17,7 @@ The same job re-syncs the object of a snapshot event whose api_version the
 handlers cannot read (`enqueue_resync`): fetched with the pinned version,
 it has the shape they expect.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -136,9 +137,7 @@ def enqueue_resync(conn: psycopg.Connection, event: Event) -> bool:
     return True
 
 
-def enqueue_fetch(
-    conn: psycopg.Connection, event: Event, applies_as: str, url: str, via: str
-) -> None:
+def enqueue_fetch(conn: psycopg.Connection, event: Event, applies_as: str, url: str, via: str) -> None:
     outbox.enqueue(
         conn,
         FETCH,

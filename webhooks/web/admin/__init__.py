@@ -4,6 +4,7 @@ Without a configured token the page does not exist (404), so a deployment
 never exposes it by accident. The token is accepted as a Bearer header or,
 for a browser, as `?token=`.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -42,8 +43,9 @@ def install(app: Flask, token: str | None, pool, providers: Providers, enabled: 
     @page.get("/admin")
     def admin() -> Response:
         if not hmac.compare_digest(_presented_token().encode(), token.encode()):
-            return Response("admin token required\n", 401, mimetype="text/plain",
-                            headers={"WWW-Authenticate": "Bearer"})
+            return Response(
+                "admin token required\n", 401, mimetype="text/plain", headers={"WWW-Authenticate": "Bearer"}
+            )
         with db.connection(pool.get()) as conn:
             html = render_template(
                 "admin.html",

@@ -1,4 +1,5 @@
 """Each provider's recent traffic for /admin: enabled or not, events by status and outcome."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -44,6 +45,5 @@ def recent(conn: psycopg.Connection, providers: Providers, enabled: list[str]) -
     counts = defaultdict(list)
     for provider, status, outcome, events in conn.execute(_COUNTS, {"window": WINDOW}):
         counts[provider].append((status, outcome, events))
-    rows = [Activity(p.name, p.name in enabled, p.secret_setting, counts[p.name])
-            for p in providers]
+    rows = [Activity(p.name, p.name in enabled, p.secret_setting, counts[p.name]) for p in providers]
     return sorted(rows, key=lambda a: (not a.enabled, a.provider))
