@@ -1,4 +1,6 @@
-"""Locust load for the webhook endpoint: the same events, signing and retries as `python -m webhooks loadtest`.
+"""Locust load for the webhook endpoint.
+
+The same events, signing and retries as `python -m webhooks loadtest`:
 
     STRIPE_WEBHOOK_SECRET=whsec_... DATABASE_URL=... \\
         locust -f locustfile.py --host http://127.0.0.1:8000 --headless -u 16 -r 16 -t 30s

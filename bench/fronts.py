@@ -205,7 +205,9 @@ def hostile(front: Front) -> dict[str, str]:
         ),
         "a head over 64 KiB that never ends": _answer(framing.exchange(address, framing.ENDLESS_HEAD)),
         f"{len(malformed)} malformed chunked bodies": ", ".join(str(s) for s in malformed),
-        "signed delivery, 16 chunks with 1 MiB extensions each": f"{extended.status()}, front memory +{grown:.0f} MiB",
+        "signed delivery, 16 chunks with 1 MiB extensions each": (
+            f"{extended.status()}, front memory +{grown:.0f} MiB"
+        ),
         "signed delivery with 8 MiB of trailers": _answer(
             framing.exchange(address, _signed_chunked(trailer=b"X-Trailer: t\r\n" * 600_000), wait_s=30)
         ),
@@ -267,7 +269,10 @@ def cost(
 
 @contextlib.contextmanager
 def _gunicorn(env: dict[str, str], direct_port: int, log_path: Path):
-    """gunicorn.conf.py on the socket, the direct port and the metrics port; yields its pid once it answers."""
+    """gunicorn.conf.py on the socket, the direct port and the metrics port.
+
+    Yields its pid once it answers.
+    """
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],

@@ -455,7 +455,10 @@ def _cpu_over_floor(measures: dict[str, Measure], row: str, database: str) -> fl
 
 
 def _cpu_through_front(measures: dict[str, Measure]) -> float:
-    """CPU per delivery through the front (web + front + postgres) over direct (web + postgres), in one round."""
+    """CPU per delivery through the front (web + front + postgres) over direct (web + postgres).
+
+    Both from one round.
+    """
     front, direct = measures["wrk_service_front"].cpu_us, measures["wrk_service"].cpu_us
     return (front["workers"] + front["front"] + front["postgres"]) / (direct["workers"] + direct["postgres"])
 
@@ -580,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         if not args.profile.is_file() or not args.profile.stat().st_size:
             print(
-                f"bench: py-spy recorded no stacks in {args.profile} (it needs ptrace: root or CAP_SYS_PTRACE)",
+                f"bench: py-spy recorded no stacks in {args.profile} "
+                "(it needs ptrace: root or CAP_SYS_PTRACE)",
                 file=sys.stderr,
             )
             return 1

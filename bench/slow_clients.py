@@ -61,7 +61,10 @@ class Report:
 
 
 async def _slow_connection(host, port, kind: str, stop_at: float, report: Report) -> None:
-    """One attacker slot (`trickle`, `silent` or `idle`): open, stall, and re-open whenever the server cuts it."""
+    """One attacker slot (`trickle`, `silent` or `idle`).
+
+    It opens, stalls, and re-opens whenever the server cuts it.
+    """
     head = b"" if kind == "idle" else _HEAD.format(sig="t=1,v1=00", length=1000).encode()
     while time.monotonic() < stop_at:
         try:

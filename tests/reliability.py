@@ -1,6 +1,7 @@
 """The reliability suite's measured figures, and the command that publishes them.
 
-    python -m tests.reliability           # run the fault, serving, hostile-input and security tests, render the doc
+    python -m tests.reliability           # run the fault, serving, hostile-input and security tests,
+                                          # render the doc
     python -m tests.reliability --full    # the same with full-size loads (minutes, not seconds)
     python -m tests.reliability --render  # render from the last run's results (e.g. ./bin/test's)
 

@@ -73,7 +73,10 @@ def chromium():
     """Debian's chromium, or a visible skip; CI (.ci/run) installs it and requires it."""
     browser = shutil.which("chromium")
     if browser is None:
-        message = "chromium not found: install Debian's chromium package (.ci/run does) to check /admin in a browser"
+        message = (
+            "chromium not found: install Debian's chromium package (.ci/run does) "
+            "to check /admin in a browser"
+        )
         if os.environ.get("WEBHOOKS_REQUIRE_BROWSER"):
             pytest.fail(message)
         pytest.skip(message)

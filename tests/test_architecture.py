@@ -96,7 +96,10 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Each set of modules that import one another, round in a circle (Tarjan's strongly connected components)."""
+    """Each set of modules that import one another, round in a circle.
+
+    Tarjan's strongly connected components.
+    """
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

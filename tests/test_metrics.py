@@ -1,4 +1,7 @@
-"""`GET /metrics`: counts through the app, summed over gunicorn's worker processes, on the scraper's listener only."""
+"""`GET /metrics`: counts through the app, summed over gunicorn's worker processes.
+
+Served on the scraper's listener only.
+"""
 
 import os
 import signal

@@ -1,4 +1,7 @@
-"""`migrate`: every migration applied once, the SQL rules re-applied from their files, and when a schema is current."""
+"""`migrate`: every migration applied once, the SQL rules re-applied from their files.
+
+And when a schema is current.
+"""
 
 from webhooks.infra import migrate
 

@@ -116,7 +116,10 @@ _EXECUTES_CODE = {
 
 
 def test_service_sql_is_fixed_text_with_parameters():
-    """Every execute() in webhooks/ gets a literal, a module constant or psycopg.sql: values only as parameters."""
+    """Every execute() in webhooks/ gets a literal, a module constant or psycopg.sql.
+
+    Values go only as parameters.
+    """
     built = []
     for path in sorted((ROOT / "webhooks").rglob("*.py")):
         tree = ast.parse(path.read_text())

@@ -27,7 +27,8 @@ def _shopify_rows(db) -> int:
 
 
 def test_the_hmac_is_base64_of_hmac_sha256_of_the_raw_body():
-    # Computed independently (openssl, not Python): `printf '{"id":1}' | openssl dgst -sha256 -hmac hush -binary | base64`.
+    # Computed independently (openssl, not Python):
+    # `printf '{"id":1}' | openssl dgst -sha256 -hmac hush -binary | base64`.
     assert hmac_header(b'{"id":1}', "hush") == "VnKUjZsLuN5iZWjn5EntcBVCF9kMN43LglzCE1/GSeY="
 
 

@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.files and args.provider != STRIPE:
         # Another provider's id and type travel in headers the file does not have.
         raise CommandError(
-            f"replay: files are Stripe events; select {args.provider}'s from the ledger (--id, --type, --since)"
+            f"replay: files are Stripe events; select {args.provider}'s from the ledger "
+            "(--id, --type, --since)"
         )
     events = [_from_file(path) for path in args.files]
     if any([args.ids, args.types, args.since, args.until, args.limit]):

@@ -1,4 +1,7 @@
-"""`python -m webhooks subscriptions show SUB_ID | sweep`: one subscription's mirror and access; telling time's flips."""
+"""`python -m webhooks subscriptions show SUB_ID | sweep`.
+
+One subscription's mirror and access; telling the flips time alone made.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""`python -m webhooks worker`: the outbox worker (webhooks/worker/loop.py), as the Procfile's `worker:` runs it."""
+"""`python -m webhooks worker`: the outbox worker (webhooks/worker/loop.py).
+
+As the Procfile's `worker:` runs it.
+"""
 
 from __future__ import annotations
 

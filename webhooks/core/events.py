@@ -57,7 +57,10 @@ class Event:
 
     @property
     def account_key(self) -> str:
-        """The account (Stripe's Connect account, a Shopify shop) that scopes this event's keys; '' for none."""
+        """The account that scopes this event's keys ('' for none).
+
+        Stripe's Connect account, a Shopify shop.
+        """
         return self.account or ""
 
 

@@ -27,7 +27,7 @@ from webhooks.infra.db import is_unavailable
 
 from . import ledger
 from .events import Event, InvalidEvent, Unprocessable
-from .registry import Handler, OneStatement, Plan, Registry
+from .registry import Handler, InOneStatement, InTransaction, OneStatement, Plan, Registry, Settled
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +60,7 @@ def accept(
     event is claimed with it and no handler runs.
     """
     try:
-        plan = Plan(settled=settled) if settled is not None else registry.plan(provider, event)
+        plan = Settled(settled) if settled is not None else registry.plan(provider, event)
         return _settle(pool, provider, event, plan)
     except errors.LockNotAvailable:
         return IN_PROGRESS
@@ -109,11 +109,13 @@ def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> An
 
 def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> Answer | None:
     """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
-    if plan.settled is not None:
-        return _settled(pool, provider, event, plan.settled)
-    if plan.statement is not None:
-        return _in_one_statement(pool, provider, event, plan.statement)
-    return _in_transaction(pool, provider, event, plan.handler)
+    match plan:
+        case Settled(outcome):
+            return _settled(pool, provider, event, outcome)
+        case InOneStatement(statement):
+            return _in_one_statement(pool, provider, event, statement)
+        case InTransaction(handler):
+            return _in_transaction(pool, provider, event, handler)
 
 
 def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) -> Answer | None:
@@ -142,7 +144,7 @@ def _in_one_statement(
     """
     with db.connection(pool) as conn:
         claim, outcome = whole.deliver(conn, provider, event)
-    if claim.ledger_id is None:
+    if claim.ledger_id is None or outcome is None:
         return _replayed(claim)
     stored = _stored(event, outcome)
     return Answer(stored.status, stored.body, outcome)

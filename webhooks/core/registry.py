@@ -52,16 +52,31 @@ Guard = Callable[[Event], "Handler | None"]
 _MARKS = "__webhooks_handles__"
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How one event is delivered: by exactly one of the three shapes `core.ingest` knows."""
+# How one event is delivered: one of the three shapes `core.ingest` knows.
 
-    # No handler runs: the claim is written completed with this outcome.
-    settled: str | None = None
-    # The handler's whole effect, claim and completion, as one statement.
-    statement: OneStatement | None = None
-    # The handler, run inside the claim's transaction.
-    handler: Handler | None = None
+
+@dataclass(frozen=True)
+class Settled:
+    """No handler runs: the claim is written completed with this outcome."""
+
+    outcome: str
+
+
+@dataclass(frozen=True)
+class InOneStatement:
+    """The handler's whole effect, claim and completion included, as one statement."""
+
+    statement: OneStatement
+
+
+@dataclass(frozen=True)
+class InTransaction:
+    """The handler, run inside the claim's transaction."""
+
+    handler: Handler
+
+
+Plan = Settled | InOneStatement | InTransaction
 
 
 def handles(
@@ -114,9 +129,10 @@ class Registry:
                 if getattr(value, "__module__", None) != module.__name__:
                     continue  # imported from elsewhere: its own module is included for it
                 for marked, event_types, one_statement in getattr(value, _MARKS, ()):
-                    if (marked or provider) is None:
+                    sender = marked or provider
+                    if sender is None:
                         raise ValueError(f"{name_of(value)} names no provider")
-                    self.add(marked or provider, event_types, value, one_statement)
+                    self.add(sender, event_types, value, one_statement)
 
     def unhandled(self, provider: str, rule: Unhandled) -> None:
         """What `provider`'s events of a type no handler takes get (by default they are `ignored`)."""
@@ -140,11 +156,11 @@ class Registry:
         if handler is None:
             rule = self._unhandled.get(provider)
             chosen = IGNORED if rule is None else rule(event)
-            return Plan(settled=chosen) if isinstance(chosen, str) else Plan(handler=chosen)
+            return Settled(chosen) if isinstance(chosen, str) else InTransaction(chosen)
         guard = self._guards.get(provider)
         instead = None if guard is None else guard(event)
         if instead is not None:
-            return Plan(handler=instead)
+            return InTransaction(instead)
         plan = self._statements.get((provider, event.type))
         statement = None if plan is None else plan(event)
-        return Plan(statement=statement) if statement is not None else Plan(handler=handler)
+        return InOneStatement(statement) if statement is not None else InTransaction(handler)

@@ -237,7 +237,10 @@ class ByListener:
 
 
 def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
-    """/metrics for `app` on the scraper's listener; webhook deliveries are reported to the returned Metrics."""
+    """/metrics for `app` on the scraper's listener.
+
+    Webhook deliveries are reported to the returned Metrics.
+    """
     metrics = Metrics(pool, front.refused_log(front_dir) if front_dir else None)
     app.extensions["webhooks.metrics"] = metrics
     app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port)

@@ -1,4 +1,6 @@
-"""The outbox worker: deliver outbox jobs to WEBHOOK_OUTBOX_URL, run the stripe.fetch job, tell time's access flips.
+"""The outbox worker: deliver outbox jobs to WEBHOOK_OUTBOX_URL, and run the stripe.fetch job.
+
+Beside them it tells the access flips that time alone made (access.sweep).
 
 pgqueuer runs the loop: it claims jobs with FOR UPDATE SKIP LOCKED (so any
 number of workers share the queue without taking the same job), wakes on
