@@ -30,11 +30,12 @@ KIND_HEADER = "kind"
 DEAD = "failed"
 # pgqueuer's own enqueue with on_conflict="skip", as one statement: its
 # Python wrapper (parameter normalising, tracing hooks, batch UNNEST and
-# ordinal mapping for a single job) cost about 400 µs per call on the hot
-# path, more than the insert itself. The function (outbox.sql) writes
-# the row and log entry pgqueuer writes, with this module's ENTRYPOINT and
-# headers, so its worker consumes them unchanged (tests/test_outbox.py); the
-# one-statement payment delivery enqueues through it too.
+# ordinal mapping for a single job) cost more on the hot path than the
+# insert itself (docs/benchmark.md, "Outbox job written by our own statement").
+# The function (outbox.sql) writes the row and log entry pgqueuer writes,
+# with this module's ENTRYPOINT and headers, so its worker consumes them
+# unchanged (tests/test_outbox.py); the one-statement payment delivery
+# enqueues through it too.
 _ENQUEUE = "SELECT webhooks_enqueue(p_kind => %(kind)s, p_payload => %(payload)s::jsonb, p_key => %(key)s)"
 
 

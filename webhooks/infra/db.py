@@ -59,7 +59,7 @@ def _configure(values: dict[str, str]):
 
 
 # Without a check, a connection killed by the server is handed out and the
-# request fails; measured: 4 of 8 after pg_terminate_backend.
+# request fails (docs/benchmark.md, "What the code cites").
 # A connection idle longer than this gets a full round-trip check at checkout:
 # a peer that vanished without a word (a NAT or firewall dropping the flow)
 # leaves no trace on the socket.
@@ -115,8 +115,8 @@ def cursor(conn: psycopg.Connection) -> psycopg.Cursor:
     """The connection's own cursor, made once, for statements whose rows are read at once.
 
     `conn.execute` makes a cursor (and its adapters' cache) per statement;
-    reusing one cut a delivery's database path by about a tenth of its
-    CPU (micro-benchmark of ingest.accept: 552-612 -> 509-529 µs).
+    reusing one cuts the CPU of a delivery's database path (docs/benchmark.md,
+    "One reused cursor per connection").
     """
     cur = getattr(conn, "reused_cursor", None)
     if cur is None:

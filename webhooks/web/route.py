@@ -44,7 +44,8 @@ class JsonAnswer:
 
     Building and calling a Werkzeug Response (a Headers object, mimetype
     and charset handling, header fix-ups for cases a JSON answer never has)
-    cost about 50 µs of a delivery's CPU in the worker; this costs a few.
+    cost more of a delivery's CPU than anything it adds to a JSON answer
+    (docs/benchmark.md, "Webhook answers written straight to WSGI").
     """
 
     __slots__ = ("status_code", "body", "headers")
@@ -65,9 +66,8 @@ class WebhookRoute:
     """WSGI middleware serving `POST /webhooks/<provider>` itself, everything else through Flask.
 
     Flask's per-request machinery (request context, URL matching, hooks,
-    response finalising) cost about a third of a worker's CPU per delivery
-    under load (measured: 1,855 against 1,200 µs), for one fixed route that
-    needs none of it.
+    response finalising) is CPU spent on every delivery for one fixed route
+    that needs none of it (docs/benchmark.md, "What the code cites").
     The request is read with Werkzeug's own stream helpers and answered with
     the status lines and headers Werkzeug's Response wrote (JsonAnswer), so
     bodies, limits and answers are the ones Flask gave. Flask keeps the route
