@@ -49,33 +49,27 @@ def test_loadtest_fails_when_events_do_not_take_effect(server, database_url):
     assert "FAIL  every event completed once: 6 violations" in done.stdout
 
 
-def test_failed_deliveries_are_retried_until_answered_2xx(server, db):
-    evt = conftest.scripted_event(fail_attempts=2, payment_id="pi_retried")
-    deliveries = sender.plan(stripe_traffic.sent([evt]), duplicates=1, together=True)
-    result = sender.deliver(
+def _send(server, evt: dict, duplicates: int, budget: int) -> sender.Result:
+    """`evt` `duplicates` times, each retried up to `budget` attempts, over as many connections."""
+    return sender.deliver(
         server.url + "/webhooks/stripe",
         conftest.SECRET,
-        deliveries,
-        concurrency=1,
-        retry=sender.Retry(budget=4, base_s=0.01),
+        sender.plan(stripe_traffic.sent([evt]), duplicates, together=True),
+        concurrency=duplicates,
+        retry=sender.Retry(budget=budget, base_s=0.01),
         progress=False,
     )
+
+
+def test_failed_deliveries_are_retried_until_answered_2xx(server, db):
+    result = _send(server, conftest.scripted_event(fail_attempts=2, payment_id="pi_retried"), 1, budget=4)
     assert [label for label, _ in result.attempts] == ["500", "500", "200"]
     assert result.dropped == 0
     assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 1
 
 
 def test_retries_stop_at_the_budget(server, db):
-    evt = conftest.scripted_event(fail_attempts=5)
-    deliveries = sender.plan(stripe_traffic.sent([evt]), duplicates=2, together=True)
-    result = sender.deliver(
-        server.url + "/webhooks/stripe",
-        conftest.SECRET,
-        deliveries,
-        concurrency=2,
-        retry=sender.Retry(budget=2, base_s=0.01),
-        progress=False,
-    )
+    result = _send(server, conftest.scripted_event(fail_attempts=5), 2, budget=2)
     assert sorted(label for label, _ in result.attempts) == ["500"] * 4
     assert result.dropped == 2
     assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0

@@ -38,9 +38,9 @@ def test_the_rule_files_are_the_sql_beside_the_python_that_calls_them():
     assert sorted(migrate.definitions()) == [
         "core/ledger.sql",
         "core/outbox.sql",
+        "core/scope.sql",
         "domains/stripe/access.sql",
         "domains/stripe/orders.sql",
         "domains/stripe/payments.sql",
-        "domains/stripe/scope.sql",
     ]
     assert all("CREATE OR REPLACE FUNCTION" in text for text in migrate.definitions().values())

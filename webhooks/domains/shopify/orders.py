@@ -27,7 +27,7 @@ import psycopg
 import structlog
 from psycopg.rows import class_row
 
-from webhooks.core import outbox
+from webhooks.core import outbox, scope
 from webhooks.core.events import Event, InvalidEvent
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
 from webhooks.core.registry import handles
@@ -60,13 +60,6 @@ SET name = coalesce(o.name, EXCLUDED.name),
     customer_id = coalesce(o.customer_id, EXCLUDED.customer_id),
     updated_at = now()
 RETURNING shop, held_at, refunded_at, cancelled_at
-"""
-
-# Written once in SQL (domains/stripe/scope.sql): the record Stripe's scope checks write.
-_SHOP_CONFLICT = """
-SELECT webhooks_scope_conflict(
-    p_object_type => %(object_type)s, p_object_id => %(object_id)s,
-    p_stored_account => %(stored_shop)s, p_event_account => %(event_shop)s, p_event_id => %(event_id)s)
 """
 
 # One statement per fact, so each says whether this event was the one that set it.
@@ -126,16 +119,7 @@ def check_shop(conn: psycopg.Connection, event: Event, object_type: str, object_
     """Record (in the event's transaction) and log a shop header that is not the object's shop."""
     if shop == event.account:
         return
-    conn.execute(
-        _SHOP_CONFLICT,
-        {
-            "object_type": object_type,
-            "object_id": str(object_id),
-            "stored_shop": shop,
-            "event_shop": event.account,
-            "event_id": event.id,
-        },
-    )
+    scope.record(conn, event, object_type, str(object_id), shop)
     log.warning(
         "shop_conflict",
         object_type=object_type,

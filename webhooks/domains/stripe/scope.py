@@ -17,6 +17,7 @@ import structlog
 from prometheus_client import Counter
 
 from webhooks.core.events import Event
+from webhooks.core.scope import record
 
 log = structlog.get_logger(__name__)
 
@@ -27,15 +28,6 @@ SCOPE_CONFLICTS = Counter(
     ["object_type"],
     registry=None,
 )
-
-# Written once in SQL (scope.sql): a payment's success records its
-# conflict inside the one-statement delivery too.
-_RECORD = """
-SELECT webhooks_scope_conflict(
-    p_object_type => %(object_type)s, p_object_id => %(object_id)s,
-    p_stored_account => %(stored_account)s, p_event_account => %(event_account)s,
-    p_event_id => %(event_id)s)
-"""
 
 
 def check(
@@ -52,16 +44,7 @@ def check(
     """
     if stored_account is None or stored_account == event.account_key:
         return True
-    conn.execute(
-        _RECORD,
-        {
-            "object_type": object_type,
-            "object_id": object_id,
-            "stored_account": stored_account,
-            "event_account": event.account_key,
-            "event_id": event.id,
-        },
-    )
+    record(conn, event, object_type, object_id, stored_account)
     alert(event, object_type, object_id, stored_account)
     return False
 

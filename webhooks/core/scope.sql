@@ -1,6 +1,6 @@
 -- A disagreement between an object's stored account and an event's
--- (scope.py; Shopify's orders.py records a shop's the same way): recorded
--- with the event's effects. Returns the stored account when they disagree,
+-- (scope.py, for the Stripe domain's and the Shopify domain's objects, and
+-- webhooks_payment_succeeded): recorded with the event's effects. Returns the stored account when they disagree,
 -- NULL when they agree. Re-applied by every `python -m webhooks migrate`.
 CREATE OR REPLACE FUNCTION webhooks_scope_conflict(
     p_object_type text, p_object_id text, p_stored_account text, p_event_account text,
