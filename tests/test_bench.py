@@ -1,8 +1,12 @@
 """The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
 
+import subprocess
+import sys
+
 import pytest
 
 from bench import pgbench, profile, run
+from tests.conftest import ROOT
 
 
 def test_pgbench_script_repeats_the_services_transactions_for_new_payments(database_url, db):
@@ -25,6 +29,28 @@ def test_pgbench_script_repeats_the_services_transactions_for_new_payments(datab
         payments,
         payments,
     )
+
+
+def test_the_ceiling_is_recorded_with_the_services_handlers_in_a_process_of_its_own(database_url):
+    """`python -m bench` records in its own process, where nothing but the bench has run.
+
+    In this test process conftest has built the web app; a recorder that
+    relied on that would replay a payment's events as ignored claims.
+    """
+    recorded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bench import pgbench; print(pgbench.script(pgbench.record(sys.argv[1])))",
+            database_url,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout.count("webhooks_deliver_payment_succeeded") == 2  # the session's and the intent's
 
 
 def test_profile_counts_threads_waiting_for_work_apart_from_work(tmp_path):
