@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import structlog
 from psycopg import errors
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from webhooks.infra import db
 from webhooks.infra.db import is_unavailable
@@ -177,9 +177,10 @@ def _record_failure(
     pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Exception
 ) -> None:
     log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
-    if isinstance(exc, PoolTimeout):
-        # No connection could be had a moment ago: waiting for another one
-        # to record that would only delay the 503 (the log line records it).
+    if db.server_silent(exc):
+        # No connection could be had a moment ago, or the server fell silent
+        # (a partition): another connection would wait as long to record
+        # that, and only delay the 503 (the log line records it).
         return
     try:
         with db.connection(pool) as conn, conn.transaction():

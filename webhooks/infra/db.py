@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded
@@ -28,9 +29,38 @@ def database_url(settings: Settings) -> str:
     return embedded.url(embedded.pgdata(settings.data_dir))
 
 
+def network_options(settings: Settings) -> dict[str, str]:
+    """libpq options that bound how long a silent database is waited for (Settings.db_dead_peer_s).
+
+    With data unacknowledged (a statement sent, a COMMIT among them),
+    tcp_user_timeout gives up; with nothing in flight (waiting for a result,
+    idle in the pool), unanswered keepalive probes do. Either way the
+    statement fails with a lost connection instead of waiting out the
+    kernel's retransmissions. A live server acknowledges both at once, so a
+    long statement is never cut by them.
+    """
+    dead_s = settings.db_dead_peer_s
+    return {
+        "connect_timeout": str(settings.db_connect_timeout_s),
+        "keepalives": "1",
+        "keepalives_idle": str(max(1, int(dead_s / 2))),
+        "keepalives_interval": str(max(1, int(dead_s / 6))),
+        "keepalives_count": "3",
+        "tcp_user_timeout": str(int(dead_s * 1000)),
+    }
+
+
+def connection_url(settings: Settings, url: str | None = None) -> str:
+    """`url` (default: the configured one) with the network options it does not set itself."""
+    url = url or database_url(settings)
+    given = conninfo_to_dict(url)
+    missing = {k: v for k, v in network_options(settings).items() if k not in given}
+    return make_conninfo(url, **missing)
+
+
 def connect(settings: Settings) -> psycopg.Connection:
     """One autocommit connection for a command: no pool, no session limits."""
-    return psycopg.connect(database_url(settings), autocommit=True)
+    return psycopg.connect(connection_url(settings), autocommit=True)
 
 
 def session_settings(settings: Settings) -> dict[str, str]:
@@ -156,7 +186,7 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         name=f"webhooks-{os.getpid()}",
     )
     options.update(overrides)
-    pool = ConnectionPool(url or database_url(settings), open=False, **options)
+    pool = ConnectionPool(connection_url(settings, url), open=False, **options)
     pool.open(wait=False)
     return pool
 
@@ -195,6 +225,16 @@ _UNAVAILABLE = (
     errors.IdleInTransactionSessionTimeout,  # 25P03
     PoolTimeout,
 )
+
+
+def server_silent(exc: BaseException) -> bool:
+    """True when no server answered at all: no connection could be had, or one's peer fell silent.
+
+    A server that refuses or ends a session says why (a SQLSTATE); a pool
+    timeout, a refused or timed-out connection attempt, or a connection the
+    kernel gave up on (Settings.db_dead_peer_s) carry none.
+    """
+    return isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None
 
 
 def is_unavailable(exc: BaseException) -> bool:
