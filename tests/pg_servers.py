@@ -65,10 +65,13 @@ def unavailable() -> str | None:
 
 
 def require() -> None:
-    """Skip the calling test, naming what is missing, where servers cannot be started."""
+    """Skip the calling test, naming what is missing, where servers cannot be started
+    (fail instead under WEBHOOKS_REQUIRE_PG_SERVERS, as in CI)."""
     import pytest
 
     reason = unavailable()
+    if reason and os.environ.get("WEBHOOKS_REQUIRE_PG_SERVERS"):
+        pytest.fail(reason)
     if reason:
         pytest.skip(reason)
 
@@ -120,11 +123,11 @@ class Server:
     def kill(self) -> float:
         """`pg_ctl stop -m immediate`, a crash as far as clients and replicas can tell.
 
-        Returns time.monotonic() when the stop was asked for: the kill moment.
+        Returns time.monotonic() once the server is gone (pg_ctl waits for
+        that): every answer before it came from this server.
         """
-        killed_at = time.monotonic()
         self.pg_ctl("-m", "immediate", "stop")
-        return killed_at
+        return time.monotonic()
 
     def promote(self) -> None:
         """A standby becomes a primary (pg_ctl promote waits until it accepts writes)."""
@@ -262,6 +265,18 @@ def wait_streaming(primary: Server, standby: str, synchronous: bool = False, tim
     raise TimeoutError(
         f"{standby} is not streaming from {primary.name} ({'sync' if synchronous else 'async'})"
     )
+
+
+def wait_replayed(primary: Server, standby: Server, timeout: float = 30.0) -> None:
+    """Until `standby` has replayed everything `primary` has written so far."""
+    with primary.connect() as conn:
+        (lsn,) = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+    deadline = time.monotonic() + timeout
+    with standby.connect() as conn:
+        while not conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{standby.name} has not replayed {primary.name}'s WAL up to {lsn}")
+            time.sleep(0.02)
 
 
 def multi_host_url(servers: list[Server], dbname: str = "postgres", **params) -> str:
