@@ -17,10 +17,12 @@ servers live only as long as the test.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -103,6 +105,7 @@ class Server:
         self.port = port
         self.host = host
         self.log = data.parent / f"{name}.log"
+        self.link: Link | None = None  # a replica's way to its primary, when not direct
 
     def url(self, dbname: str = "postgres", host: str | None = None, **params) -> str:
         return make_conninfo("", host=host or self.host, port=self.port, user=USER, dbname=dbname, **params)
@@ -187,15 +190,21 @@ class Cluster:
         name: str = "replica",
         synchronous: str | None = None,
         host: str | None = None,
+        link_delay_s: float | None = None,
         **settings: str,
     ) -> Server:
         """A streaming replica of `primary` (pg_basebackup -R), started and streaming.
 
         With `synchronous` ("on" or "remote_apply"), it becomes the primary's
-        synchronous standby: the primary's commits wait for it.
+        synchronous standby: the primary's commits wait for it. With
+        `link_delay_s`, it streams through a `Link` that far behind.
         """
         server = self._server(name, host)
-        source = f"host={primary.host} port={primary.port} user={USER} application_name={name}"
+        port = primary.port
+        if link_delay_s is not None:
+            server.link = Link(primary.host, primary.port, link_delay_s)
+            port = server.link.port
+        source = f"host={primary.host} port={port} user={USER} application_name={name}"
         _as_postgres(
             BIN / "pg_basebackup",
             "-D",
@@ -240,12 +249,93 @@ class Cluster:
 
     def cleanup(self) -> None:
         for server in self.servers:
+            if server.link:
+                server.link.close()
             if server.running():
                 try:
                     server.kill()
                 except RuntimeError:
                     pass  # already gone: its pid file outlived it
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Link:
+    """A TCP relay standing for the network between a replica and its primary's machine.
+
+    What either side sends arrives `delay_s` later, as over a long or busy
+    link. When the primary's side closes (its server was killed), whatever
+    was still on its way is dropped, as it is when the machine itself dies:
+    a server killed on this machine would otherwise still deliver its last
+    WAL from the kernel's buffers, which a crashed machine does not.
+    """
+
+    def __init__(self, host: str, port: int, delay_s: float):
+        self._upstream = (host, port)
+        self.delay_s = delay_s
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.create_server((host, 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                replica, _ = self._listener.accept()
+                primary = socket.create_connection(self._upstream, timeout=5)
+            except OSError:
+                continue  # the listener closed, or the primary is gone: the replica retries
+            primary.settimeout(None)
+            self._sockets += [replica, primary]
+            primary_gone = threading.Event()
+            self._pipe(primary, replica, primary_gone, from_primary=True)
+            self._pipe(replica, primary, primary_gone, from_primary=False)
+
+    def _pipe(
+        self, source: socket.socket, target: socket.socket, primary_gone: threading.Event, from_primary: bool
+    ) -> None:
+        chunks: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+
+        def read() -> None:
+            while True:
+                try:
+                    data = source.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    if from_primary:
+                        primary_gone.set()  # what is still in flight dies with it
+                    chunks.put(None)
+                    return
+                chunks.put((time.monotonic() + self.delay_s, data))
+
+        def write() -> None:
+            while (chunk := chunks.get()) is not None and not primary_gone.is_set():
+                due, data = chunk
+                time.sleep(max(0.0, due - time.monotonic()))
+                if primary_gone.is_set():
+                    break
+                try:
+                    target.sendall(data)
+                except OSError:
+                    break
+            _close(target)
+
+        threading.Thread(target=read, daemon=True).start()
+        threading.Thread(target=write, daemon=True).start()
+
+    def close(self) -> None:
+        self._closed.set()
+        for sock in [self._listener, *self._sockets]:
+            _close(sock)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected, or already shut
+    sock.close()
 
 
 def wait_streaming(primary: Server, standby: str, synchronous: bool = False, timeout: float = 30.0) -> None:

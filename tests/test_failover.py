@@ -130,10 +130,12 @@ def cluster():
         yield cluster
 
 
-def _service(cluster: Cluster, synchronous: str | None) -> tuple[Server, Server, Gunicorn]:
+def _service(
+    cluster: Cluster, synchronous: str | None, link_delay_s: float | None = None
+) -> tuple[Server, Server, Gunicorn]:
     primary = cluster.primary()
     migrate.migrate(primary.url())
-    replica = cluster.replica(primary, synchronous=synchronous)
+    replica = cluster.replica(primary, synchronous=synchronous, link_delay_s=link_delay_s)
     pg_servers.wait_replayed(primary, replica)
     url = multi_host_url([primary, replica])
     return primary, replica, Gunicorn(service_env(url, WEB_CONCURRENCY=4))
@@ -215,8 +217,14 @@ def _failover_figures(failover: Failover) -> str:
     )
 
 
-def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back_once(cluster, figures):
-    primary, replica, server = _service(cluster, synchronous=None)
+# Loopback: the replica is microseconds behind, so little or nothing is lost.
+# A link 50 ms behind (a replica in another region, or a busy one) that dies
+# with the primary's machine loses what the primary acknowledged in its last 50 ms.
+@pytest.mark.parametrize("link_delay_s", [None, 0.05], ids=["loopback", "link-50ms"])
+def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back_once(
+    cluster, figures, link_delay_s
+):
+    primary, replica, server = _service(cluster, synchronous=None, link_delay_s=link_delay_s)
     api = StripeApi()
     events = _stripe_holding(api, samples.payment_stream(sized(300, 1500)))
     try:
@@ -234,8 +242,13 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
     assert failover.result.dropped == 0
     # Every event lost at failover and not claimed again by a duplicate was backfilled.
     assert applied == len(failover.verdict.acknowledged_lost)
+    link = (
+        "loopback"
+        if link_delay_s is None
+        else f"a link {link_delay_s * 1000:.0f} ms behind, dying with the primary"
+    )
     figures.record(
-        "database failover under a duplicate storm, asynchronous replication "
+        f"database failover under a duplicate storm, asynchronous replication over {link} "
         "(pg_ctl stop -m immediate, pg_ctl promote, multi-host URL)",
         f"{INVARIANT} at any time; after `reconcile` + `backfill --since`, every acknowledged event "
         "in the ledger and every payment fulfilled once",
@@ -254,17 +267,29 @@ def _storm_rate(server: Gunicorn, api: StripeApi, count: int) -> float:
     return result.deliveries_per_s
 
 
+def _rates(primary: Server, replica: Server, server: Gunicorn, api: StripeApi) -> dict[str, float]:
+    """Deliveries/s through the same servers, asynchronous and synchronous in turns, best of each.
+
+    A first storm warms the workers, pools and caches; the turns then share
+    whatever else the machine is doing.
+    """
+    _storm_rate(server, api, sized(150, 300))
+    rates: dict[str, list[float]] = {"async": [], "sync": []}
+    for _ in range(sized(2, 3)):
+        for mode, standby in (("async", ""), ("sync", replica.name)):
+            primary.set(synchronous_standby_names=standby)
+            if standby:
+                pg_servers.wait_streaming(primary, standby, synchronous=True)
+            rates[mode].append(_storm_rate(server, api, sized(300, 1500)))
+    return {mode: max(values) for mode, values in rates.items()}
+
+
 def test_synchronous_standby_failover_loses_nothing_acknowledged_at_a_measured_cost(cluster, figures):
     primary, replica, server = _service(cluster, synchronous="on")
     api = StripeApi()
     events = _stripe_holding(api, samples.payment_stream(sized(300, 1500)))
     try:
-        # Same servers, same storm: asynchronous first, then the synchronous standby again.
-        primary.set(synchronous_standby_names="")
-        async_rate = _storm_rate(server, api, sized(300, 1500))
-        primary.set(synchronous_standby_names=replica.name)
-        pg_servers.wait_streaming(primary, replica.name, synchronous=True)
-        sync_rate = _storm_rate(server, api, sized(300, 1500))
+        rates = _rates(primary, replica, server, api)  # ends on the synchronous standby
         failover = _fail_over_mid_storm(primary, replica, server, events)
         missing_payments, applied = _recover(multi_host_url([primary, replica]), api)
     finally:
@@ -281,11 +306,11 @@ def test_synchronous_standby_failover_loses_nothing_acknowledged_at_a_measured_c
         "(synchronous_commit = on, pg_ctl stop -m immediate, pg_ctl promote)",
         f"{INVARIANT}; 0 acknowledged events lost before any recovery (reconcile finds nothing, "
         "backfill applies nothing)",
-        f"{_failover_figures(failover)}; throughput on the same servers: asynchronous "
-        f"{async_rate:.0f} deliveries/s, synchronous {sync_rate:.0f} deliveries/s "
-        f"({sync_rate / async_rate:.2f}x)",
+        f"{_failover_figures(failover)}; throughput on the same servers, best of turns: "
+        f"asynchronous {rates['async']:.0f} deliveries/s, synchronous {rates['sync']:.0f} "
+        f"deliveries/s ({rates['sync'] / rates['async']:.2f}x)",
         lost=failover.lost,
-        async_deliveries_per_s=async_rate,
-        sync_deliveries_per_s=sync_rate,
+        async_deliveries_per_s=rates["async"],
+        sync_deliveries_per_s=rates["sync"],
         first_ok_s=verdict.first_ok_after_kill_s,
     )

@@ -60,3 +60,17 @@ def test_a_synchronous_standby_has_every_commit_the_primary_acknowledged(cluster
     # remote_apply: acknowledged means visible on the standby, with no wait.
     with replica.connect() as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 100
+
+
+def test_a_replica_behind_a_link_sees_a_commit_no_sooner_than_the_delay(cluster):
+    primary = cluster.primary()
+    replica = cluster.replica(primary, link_delay_s=0.2)
+    with primary.connect() as conn:
+        conn.execute("CREATE TABLE t (x int)")
+    pg_servers.wait_replayed(primary, replica)
+    with primary.connect() as conn, replica.connect() as standby:
+        conn.execute("INSERT INTO t VALUES (1)")
+        committed = time.monotonic()
+        assert standby.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+        _until(lambda: standby.execute("SELECT count(*) FROM t").fetchone()[0] == 1)
+        assert time.monotonic() - committed >= 0.2
