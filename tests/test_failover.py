@@ -33,9 +33,11 @@ import pytest
 
 from tests import pg_servers
 from tests.conftest import ROOT, SECRET, Gunicorn, service_env
+from tests.downstream import Downstream, Worker, wait_until
 from tests.pg_servers import Cluster, Server, multi_host_url
 from tests.reliability import sized
 from tests.stripe_api import StripeApi, api_env
+from webhooks.domains.stripe.orders import ORDER_FULFILLED
 from webhooks.infra import migrate
 from webhooks.infra.config import CONNECT_TIMEOUT_S, Settings
 from webhooks.traffic import checker, samples, sender
@@ -200,10 +202,67 @@ def _recover(url: str, api: StripeApi) -> tuple[int, int]:
     return len([d for d in drift if d["drift"] == "missing_locally"]), applied
 
 
-def _audit(server: Server, failover: Failover, sent) -> tuple[checker.Verdict, dict[str, int]]:
+def _audit(
+    server: Server, failover: Failover, sent, outbox: checker.Outbox
+) -> tuple[checker.Verdict, dict[str, int]]:
     with server.connect() as conn:
-        verdict = checker.check(conn, failover.result.answers, killed_at=failover.killed_at)
+        verdict = checker.check(conn, failover.result.answers, killed_at=failover.killed_at, outbox=outbox)
         return verdict, stripe_traffic.audit(conn, [out for _, out in sent])
+
+
+class SupervisedWorker:
+    """`python -m webhooks worker` delivering to a receiver that applies each
+    Idempotency-Key once, restarted whenever it exits, as a process manager
+    restarts the Procfile's worker."""
+
+    def __init__(self, url: str):
+        self.downstream = Downstream()
+        self._env = service_env(
+            url,
+            WEBHOOK_OUTBOX_URL=self.downstream.url,
+            WEBHOOK_OUTBOX_POLL_SECONDS=0.5,
+            WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS=2,
+            WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
+            WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS=0.5,
+        )
+        self.restarts = 0
+        self._worker = Worker(self._env)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._supervise, daemon=True)
+        self._thread.start()
+
+    def _supervise(self) -> None:
+        while not self._stopped.wait(0.2):
+            if self._worker.proc.poll() is not None:
+                self._worker.stop()
+                self._worker = Worker(self._env)
+                self.restarts += 1
+
+    def drain(self, conn: psycopg.Connection, timeout: float = 60.0) -> checker.Outbox:
+        """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history."""
+        expected = frozenset(
+            f"{ORDER_FULFILLED}:{payment_id}"
+            for (payment_id,) in conn.execute("SELECT payment_id FROM fulfilments")
+        )
+
+        def drained() -> bool:
+            waiting = conn.execute("SELECT count(*) FROM pgqueuer WHERE status <> 'failed'").fetchone()[0]
+            return waiting == 0 and expected <= set(self.downstream.effects)
+
+        wait_until(drained, timeout, "the outbox to deliver every fulfilled payment's job")
+        return checker.Outbox(expected, list(self.downstream.effects.elements()))
+
+    @property
+    def redelivered(self) -> int:
+        """Deliveries of a key the receiver had already applied."""
+        keys = self.downstream.keys()
+        return len(keys) - len(set(keys))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+        self._worker.stop()
+        self.downstream.close()
 
 
 def _failover_figures(failover: Failover) -> str:
@@ -225,15 +284,20 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
     cluster, figures, link_delay_s
 ):
     primary, replica, server = _service(cluster, synchronous=None, link_delay_s=link_delay_s)
+    url = multi_host_url([primary, replica])
     api = StripeApi()
     events = _stripe_holding(api, samples.payment_stream(sized(300, 1500)))
+    outbox = SupervisedWorker(url)
     try:
         failover = _fail_over_mid_storm(primary, replica, server, events)
         assert failover.verdict.doubled == 0, failover.verdict.checks()
         assert failover.verdict.first_ok_after_kill_s is not None
-        missing_payments, applied = _recover(multi_host_url([primary, replica]), api)
-        verdict, audit = _audit(replica, failover, stripe_traffic.sent(events))
+        missing_payments, applied = _recover(url, api)
+        with replica.connect() as conn:
+            jobs = outbox.drain(conn)
+        verdict, audit = _audit(replica, failover, stripe_traffic.sent(events), jobs)
     finally:
+        outbox.stop()
         server.stop()
         api.close()
 
@@ -251,9 +315,11 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
         f"database failover under a duplicate storm, asynchronous replication over {link} "
         "(pg_ctl stop -m immediate, pg_ctl promote, multi-host URL)",
         f"{INVARIANT} at any time; after `reconcile` + `backfill --since`, every acknowledged event "
-        "in the ledger and every payment fulfilled once",
+        "in the ledger, every payment fulfilled once, every outbox job applied once",
         f"{_failover_figures(failover)}; reconcile found {missing_payments} payments missing, "
-        f"backfill applied {applied} events; after recovery {verdict.summary()}",
+        f"backfill applied {applied} events; after recovery {verdict.summary()}; outbox: "
+        f"{len(jobs.expected)} jobs applied once each, {outbox.redelivered} redeliveries absorbed "
+        f"by their Idempotency-Key, worker restarted {outbox.restarts} times",
         lost=failover.lost,
         recovered=applied + len(failover.verdict.reclaimed),
         first_ok_s=failover.verdict.first_ok_after_kill_s,
