@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_audit:
         return 0 if result.dropped == 0 else 1
     url = database_url(Settings.from_env())
-    checks = audit.checks(url, traffic, [out for _, out in sent], result.first_answers)
+    checks = audit.checks(url, traffic, [out for _, out in sent], result.answers)
     for check in checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
     failed = [check.name for check in checks if not check.passed]

@@ -7,6 +7,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 
 def _csv(raw: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in (raw or "").split(",") if s.strip())
@@ -42,6 +45,28 @@ def _version_range(raw: str) -> tuple[str, str]:
     if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
         raise ValueError(f"STRIPE_API_VERSIONS must be OLDEST..NEWEST dates, not {raw!r}")
     return bounds
+
+
+# libpq waits for ever on a host that does not answer, and psycopg, which
+# tries the hosts of a multi-host URL one by one, over two minutes: a dead
+# first host would stall every new connection before the next was tried.
+# libpq's minimum, per host (docs/failover.md).
+CONNECT_TIMEOUT_S = 2
+
+
+def _database_url(raw: str) -> str:
+    """DATABASE_URL, with connect_timeout unless it sets one, and for several hosts
+    target_session_attrs=read-write unless it sets one: the service writes, so
+    after a failover it must land on the promoted server, never a standby."""
+    try:
+        params = conninfo_to_dict(raw)
+    except ProgrammingError:
+        raise ValueError("DATABASE_URL is not a libpq connection string or postgresql:// URL") from None
+    defaults = {"connect_timeout": str(CONNECT_TIMEOUT_S)}
+    if "," in f"{params.get('host') or ''}{params.get('hostaddr') or ''}":
+        defaults["target_session_attrs"] = "read-write"
+    missing = {name: value for name, value in defaults.items() if name not in params}
+    return make_conninfo(raw, **missing) if missing else raw
 
 
 @dataclass(frozen=True)
@@ -160,7 +185,7 @@ class Settings:
 
 # field -> (environment variable, parser)
 _FROM_ENV = {
-    "database_url": ("DATABASE_URL", str),
+    "database_url": ("DATABASE_URL", _database_url),
     "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
     "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
     "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),

@@ -12,7 +12,6 @@ import asyncio
 import random
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -21,7 +20,7 @@ from tqdm import tqdm
 from webhooks.providers import Outgoing
 from webhooks.providers.stripe import NAME
 
-from . import signing
+from . import checker, signing
 
 # Stripe waits longer than any delivery should take before it counts a timeout.
 REQUEST_TIMEOUT_S = 30.0
@@ -59,11 +58,14 @@ class Result:
     events: int
     deliveries: int
     elapsed_s: float = 0.0
-    # (label, seconds) per HTTP attempt; label is the status, "200 replayed" or "error".
-    attempts: list[tuple[str, float]] = field(default_factory=list)
-    # Non-replayed 200s per event id: more than one means an event took effect twice.
-    first_answers: Counter = field(default_factory=Counter)
+    # Every HTTP attempt and its answer: the history the checker judges.
+    answers: list[checker.Answer] = field(default_factory=list)
     dropped: int = 0
+
+    @property
+    def attempts(self) -> list[tuple[str, float]]:
+        """(label, seconds) per HTTP attempt; label is the status, "200 replayed" or "error"."""
+        return [(_label(a), a.answered_at - a.sent_at) for a in self.answers]
 
     @property
     def deliveries_per_s(self) -> float:
@@ -75,6 +77,12 @@ class Result:
 
     def latencies_ms(self, label: str | None = None) -> list[float]:
         return sorted(s * 1000 for answer, s in self.attempts if label in (None, answer))
+
+
+def _label(answer: checker.Answer) -> str:
+    if answer.status is None:
+        return "error"
+    return f"{answer.status} replayed" if answer.replayed else str(answer.status)
 
 
 def plan(sent: list[tuple[bytes, Outgoing]], duplicates: int, together: bool) -> list[Delivery]:
@@ -149,16 +157,18 @@ async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, resu
 
 
 async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
-    started = time.perf_counter()
+    started = time.monotonic()
+    status, replayed = None, False
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:
             await response.read()
             status = response.status
             replayed = response.headers.get("Idempotent-Replayed") == "true"
     except (aiohttp.ClientError, asyncio.TimeoutError):
-        result.attempts.append(("error", time.perf_counter() - started))
-        return None
-    result.attempts.append((f"{status} replayed" if replayed else str(status), time.perf_counter() - started))
-    if status == 200 and not replayed:
-        result.first_answers[delivery.event_id] += 1
+        pass  # no answer: recorded as such, and retried
+    result.answers.append(
+        checker.Answer(
+            delivery.event_id, status, started, time.monotonic(), replayed, delivery.outgoing.account
+        )
+    )
     return status
