@@ -114,11 +114,10 @@ class Settings:
     pool_timeout_s: float = 0.5
     # A database connection whose peer fell silent (a partition, a host gone
     # without a word) is given up within about this long, by the kernel
-    # (libpq's keepalives and tcp_user_timeout), not after the system's
-    # quarter of an hour of retransmissions; a connection attempt gives up
-    # after the connect timeout. What DATABASE_URL sets itself wins.
+    # (libpq's keepalives and tcp_user_timeout, db.network_options), not
+    # after the system's quarter of an hour of retransmissions. What
+    # DATABASE_URL sets itself wins.
     db_dead_peer_s: float = 10.0
-    db_connect_timeout_s: int = 5
     data_dir: str = ".data"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()
@@ -208,7 +207,6 @@ _FROM_ENV = {
     "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", int),
     "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", float),
     "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", float),
-    "db_connect_timeout_s": ("WEBHOOK_DB_CONNECT_TIMEOUT_SECONDS", int),
     "data_dir": ("WEBHOOK_DATA_DIR", str),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),

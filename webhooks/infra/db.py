@@ -41,7 +41,6 @@ def network_options(settings: Settings) -> dict[str, str]:
     """
     dead_s = settings.db_dead_peer_s
     return {
-        "connect_timeout": str(settings.db_connect_timeout_s),
         "keepalives": "1",
         "keepalives_idle": str(max(1, int(dead_s / 2))),
         "keepalives_interval": str(max(1, int(dead_s / 6))),
