@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import psycopg
 import pytest
@@ -181,22 +182,31 @@ class Gunicorn:
     platform whose router buffers requests, or `command` (`python -m webhooks
     serve`, bin/serve) with nginx in front of it."""
 
-    def __init__(self, env: dict[str, str], command: list[str] | None = None):
+    def __init__(
+        self,
+        env: dict[str, str],
+        command: list[str] | None = None,
+        host: str = "127.0.0.1",
+        inside: Callable[[list[str]], list[str]] = list,
+    ):
+        """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say)."""
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.metrics_port = _free_port()
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [*command, "--port", str(self.port)]
-            if command
-            else [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+            inside(
+                [*command, "--port", str(self.port)]
+                if command
+                else [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"]
+            ),
             cwd=ROOT,
             env={
                 **os.environ,
-                "HOST": "127.0.0.1",
+                "HOST": host,
                 **env,
                 "PORT": str(self.port),
                 "METRICS_PORT": str(self.metrics_port),

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +25,7 @@ class Downstream:
     worker can be killed while it waits for the response.
     """
 
-    def __init__(self, status: int = 200, stall_first: bool = False):
+    def __init__(self, status: int = 200, stall_first: bool = False, host: str = "127.0.0.1"):
         self.status = status
         self.stall_first = stall_first
         self.received: list[tuple[str, bytes]] = []
@@ -32,9 +33,9 @@ class Downstream:
         self.first_arrived = threading.Event()
         self._release = threading.Event()
         self._lock = threading.Lock()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = http.server.ThreadingHTTPServer((host, 0), self._handler())
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/effects"
+        self.url = f"http://{host}:{self._server.server_port}/effects"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def _receive(self, key: str, body: bytes) -> tuple[int, bool]:
@@ -77,11 +78,12 @@ class Downstream:
 class Worker:
     """`python -m webhooks worker` as its own process, as the Procfile runs it."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], inside: Callable[[list[str]], list[str]] = list):
+        """`inside` wraps the command line (a network namespace's `ip netns exec`)."""
         self.log_path = Path(tempfile.mkdtemp()) / "worker.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webhooks", "worker"],
+            inside([sys.executable, "-m", "webhooks", "worker"]),
             cwd=ROOT,
             env={**os.environ, **env},
             stdout=self._log,

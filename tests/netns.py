@@ -114,6 +114,8 @@ class Host:
         _ip("-n", self.name, "addr", "add", f"{self.address}/24", "dev", "eth0")
         _ip("-n", self.name, "link", "set", "eth0", "up")
         _ip("-n", self.name, "link", "set", "lo", "up")
+        # Every other host's root-side addresses (a receiver's, say) are reached through the root.
+        _ip("-n", self.name, "route", "add", "default", "via", self.root_address)
 
     def cut(self, *directions: str) -> None:
         """Drop the host's traffic with the database in `directions` (default: both)."""
