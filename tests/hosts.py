@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import psycopg
@@ -54,7 +54,7 @@ class Site:
     database: Server
     receiver: Downstream
     services: list[Gunicorn] = field(default_factory=list)
-    workers: list[Worker] = field(default_factory=list)
+    workers: list[Supervised] = field(default_factory=list)
 
     def url(self, host: netns.Host) -> str:
         """The database as `host` reaches it."""
@@ -71,12 +71,10 @@ class Site:
         self.services.append(served)
         return served
 
-    def worker(self, host: netns.Host, **env) -> Worker:
-        """`python -m webhooks worker` on `host`, delivering to the receiver."""
-        worker = Worker(
-            service_env(self.url(host), WEBHOOK_OUTBOX_URL=self.receiver.url, **{**WORKER_ENV, **env}),
-            inside=host.argv,
-        )
+    def worker(self, host: netns.Host, **env) -> Supervised:
+        """`python -m webhooks worker` on `host`, delivering to the receiver, restarted when it exits."""
+        env = service_env(self.url(host), WEBHOOK_OUTBOX_URL=self.receiver.url, **{**WORKER_ENV, **env})
+        worker = Supervised(lambda: Worker(env, inside=host.argv))
         self.workers.append(worker)
         return worker
 
@@ -84,6 +82,34 @@ class Site:
         for process in [*self.services, *self.workers]:
             process.stop()
         self.receiver.close()
+
+
+class Supervised:
+    """A process started again whenever it exits, as a process manager runs the Procfile's.
+
+    The worker exits, in one line, when its database connection is lost
+    (pgqueuer's listener cannot carry on without it).
+    """
+
+    def __init__(self, start: Callable[[], Worker]):
+        self._start = start
+        self.current = start()
+        self.restarts = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(0.2):
+            if self.current.proc.poll() is not None:
+                self.current.stop()
+                self.current = self._start()
+                self.restarts += 1
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+        self.current.stop()
 
 
 @contextlib.contextmanager
@@ -115,13 +141,15 @@ class Storm:
         copies: int,
         concurrency: int,
         retry: sender.Retry,
+        jitter_s: float = 0.0,
     ):
+        """`jitter_s`: a random wait of up to this before each attempt, to spread the storm over time."""
         self.results: list[sender.Result | None] = [None] * len(urls)
         self._together = threading.Barrier(len(urls))
         self._threads = [
             threading.Thread(
                 target=self._send,
-                args=(i, url, sender.plan(sent, copies, together=True), concurrency, retry),
+                args=(i, url, sender.plan(sent, copies, together=True), concurrency, retry, jitter_s),
                 daemon=True,
             )
             for i, url in enumerate(urls)
@@ -129,10 +157,10 @@ class Storm:
         for thread in self._threads:
             thread.start()
 
-    def _send(self, i: int, url: str, deliveries, concurrency: int, retry: sender.Retry) -> None:
+    def _send(self, i: int, url: str, deliveries, concurrency: int, retry: sender.Retry, jitter_s) -> None:
         self._together.wait()
         self.results[i] = sender.deliver(
-            url + "/webhooks/stripe", SECRET, deliveries, concurrency, retry=retry, progress=False
+            url + "/webhooks/stripe", SECRET, deliveries, concurrency, jitter_s, retry, progress=False
         )
 
     def join(self, timeout: float) -> list[sender.Result]:
