@@ -13,6 +13,7 @@ senders still reach it.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -128,10 +129,12 @@ def site(count: int, net: int = 27) -> Iterator[Site]:
 
 
 class Storm:
-    """loadtest's sender at each URL at once, every event `copies` times to each, in the same order.
+    """loadtest's sender at each URL at once, every event `copies` times to each, back to back.
 
-    The copies of an event reach every host together, so they race for its
-    claim across hosts as well as within one.
+    Each URL gets the events in an order of its own: in the same order, the
+    host whose sender is a moment ahead wins every claim. So every host wins
+    some, and an event's copies race within a host, and across hosts
+    wherever two orders bring it up together.
     """
 
     def __init__(
@@ -149,7 +152,14 @@ class Storm:
         self._threads = [
             threading.Thread(
                 target=self._send,
-                args=(i, url, sender.plan(sent, copies, together=True), concurrency, retry, jitter_s),
+                args=(
+                    i,
+                    url,
+                    sender.plan(_shuffled(sent), copies, together=True),
+                    concurrency,
+                    retry,
+                    jitter_s,
+                ),
                 daemon=True,
             )
             for i, url in enumerate(urls)
@@ -175,6 +185,10 @@ class Storm:
         return [answer for result in results for answer in result.answers]
 
 
+def _shuffled(sent: list[tuple[bytes, Outgoing]]) -> list[tuple[bytes, Outgoing]]:
+    return random.sample(sent, len(sent))
+
+
 def shipped(conn: psycopg.Connection) -> frozenset[str]:
     """The Idempotency-Key of every fulfilled payment's job (orders.sql keys them by payment)."""
     return frozenset(f"{ORDER_FULFILLED}:{p}" for (p,) in conn.execute("SELECT payment_id FROM fulfilments"))
@@ -194,8 +208,8 @@ def delivered(conn: psycopg.Connection, receiver: Downstream, timeout: float) ->
 
 
 @dataclass
-class TwoHosts:
-    """What one storm across two service hosts, drained by two workers, ended with."""
+class Run:
+    """What one storm across service hosts, drained by the workers, ended with."""
 
     results: list[sender.Result]  # per service host
     verdict: checker.Verdict
@@ -211,27 +225,38 @@ class TwoHosts:
     def elapsed_s(self) -> float:
         return max(result.elapsed_s for result in self.results)
 
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.elapsed_s
+
     def claimed(self, host: int) -> int:
-        """Events host `host` answered as new: the claims it won."""
+        """Events service host `host` answered as new: the claims it won."""
         return sum(answer.new for answer in self.results[host].answers)
 
     def passed(self) -> bool:
         return self.verdict.passed and set(self.audit.values()) <= {0}
 
 
-def two_hosts(events: int, copies: int, concurrency: int, retry: sender.Retry) -> TwoHosts:
-    """Two service hosts and two workers on hosts of their own; `events` payments' events, each
-    sent `copies` times to each service host at once."""
-    sent = stripe_traffic.sent(samples.payment_stream(events))
+@contextlib.contextmanager
+def two_hosts() -> Iterator[tuple[Site, list[Gunicorn]]]:
+    """Two service hosts and two outbox workers, each on a host of its own, against one database."""
     with site(4) as here:
         web = [here.service(host) for host in here.hosts[:2]]
         for host in here.hosts[2:]:
             here.worker(host)
-        results = Storm([s.url for s in web], sent, copies, concurrency, retry).join(timeout=300)
-        ended = time.monotonic()
-        with here.connect() as conn:
-            outbox = delivered(conn, here.receiver, timeout=60)
-            drain_s = time.monotonic() - ended
-            verdict = checker.check(conn, Storm.answers(results), outbox=outbox)
-            audit = stripe_traffic.audit(conn, [out for _, out in sent])
-    return TwoHosts(results, verdict, audit, outbox, drain_s)
+        yield here, web
+
+
+def storm(here: Site, web: list[Gunicorn], events: int, copies: int, concurrency: int) -> Run:
+    """`events` fresh payments' events, each sent `copies` times to every one of `web` at once
+    over `concurrency` connections each; then the outbox drained, and the verdict."""
+    sent = stripe_traffic.sent(samples.payment_stream(events))
+    retry = sender.Retry(budget=30, cap_s=0.5)
+    results = Storm([s.url for s in web], sent, copies, concurrency, retry).join(timeout=300)
+    ended = time.monotonic()
+    with here.connect() as conn:
+        outbox = delivered(conn, here.receiver, timeout=60)
+        drain_s = time.monotonic() - ended
+        verdict = checker.check(conn, Storm.answers(results), outbox=outbox)
+        audit = stripe_traffic.audit(conn, [out for _, out in sent])
+    return Run(results, verdict, audit, outbox, drain_s)

@@ -10,12 +10,12 @@ shipped payment's job delivered by one of the two workers (tests/hosts.py).
 from __future__ import annotations
 
 from tests import hosts
-from webhooks.traffic import sender
 
 
 def test_a_storm_across_two_hosts_and_two_workers_takes_effect_once_and_ships_every_payment():
     hosts.require()
-    run = hosts.two_hosts(events=90, copies=2, concurrency=8, retry=sender.Retry(budget=30, cap_s=0.5))
+    with hosts.two_hosts() as (here, web):
+        run = hosts.storm(here, web, events=90, copies=2, concurrency=8)
     assert run.passed(), [*run.verdict.checks(), run.audit]
     assert all(result.dropped == 0 for result in run.results)
     # Both hosts won claims: the race really was across hosts.
