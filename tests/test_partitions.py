@@ -23,10 +23,13 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from tests import hosts, netns
 from tests.hosts import Storm
 from tests.reliability import sized
+from webhooks.infra.config import Settings
+from webhooks.infra.db import connection_url
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
 
@@ -44,6 +47,17 @@ _IN_FLIGHT = """
 SELECT count(*) FROM pg_stat_activity
 WHERE client_addr = %s AND state = 'active' AND backend_type = 'client backend'
 """
+
+
+def test_connections_give_up_a_silent_database_within_the_dead_peer_time_unless_the_url_says_otherwise():
+    settings = Settings.from_env({"WEBHOOK_DB_DEAD_PEER_SECONDS": "6"})
+    options = conninfo_to_dict(connection_url(settings, "postgresql://app@db/shop?keepalives_idle=30"))
+    # Unacknowledged data (a statement, a COMMIT) is given up after 6 s; an idle or
+    # waiting connection after 3 s of silence and 3 unanswered probes a second apart.
+    assert options["tcp_user_timeout"] == "6000" and options["keepalives"] == "1"
+    assert (options["keepalives_interval"], options["keepalives_count"]) == ("1", "3")
+    assert options["keepalives_idle"] == "30"  # the URL's own
+    assert (options["host"], options["user"], options["dbname"]) == ("db", "app", "shop")
 
 
 @dataclass
@@ -85,6 +99,37 @@ def _hold(what: str, held_s: float, *cuts: tuple[netns.Host, tuple[str, ...]]) -
     return Cut(what, held_s, time.monotonic())
 
 
+def _short(service_host: netns.Host, worker_host: netns.Host) -> Cut:
+    """Both ways, shorter than the dead-peer time: connections survive it, statements resume."""
+    return _hold(
+        "service and worker, both ways, shorter than the dead-peer time",
+        random.uniform(0.5, DEAD_PEER_S / 2),
+        (service_host, netns.BOTH),
+        (worker_host, netns.BOTH),
+    )
+
+
+def _between_commit_and_result(conn: psycopg.Connection, service_host: netns.Host) -> Cut:
+    """Only the database's answers dropped, from a moment the service's statements are running."""
+    _in_flight(conn, service_host)
+    return _hold(
+        "service, only the database's answers, while statements are in flight",
+        DEAD_PEER_S + 2,
+        (service_host, (netns.FROM_DATABASE,)),
+    )
+
+
+def _long(service_host: netns.Host, worker_host: netns.Host) -> Cut:
+    """Both ways, at a random moment, longer than the dead-peer time: connections are given up."""
+    time.sleep(random.uniform(0.1, 0.5))
+    return _hold(
+        "service and worker, both ways, longer than the dead-peer time",
+        DEAD_PEER_S + random.uniform(1, 3),
+        (service_host, netns.BOTH),
+        (worker_host, netns.BOTH),
+    )
+
+
 def _in_doubt(answers: list[checker.Answer]) -> int:
     """Events committed by an attempt whose answer never came (5xx or none), answered from the
     ledger on a retry: the delivery that committed was never answered as new."""
@@ -104,36 +149,13 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
     service_host, worker_host = site.hosts
     service = site.service(service_host, WEBHOOK_DB_DEAD_PEER_SECONDS=DEAD_PEER_S)
     worker = site.worker(worker_host, WEBHOOK_DB_DEAD_PEER_SECONDS=DEAD_PEER_S)
-    both = netns.BOTH
     size = sized(80, 300)
     results, sent, cuts = [], [], []
     with site.connect() as conn:
         phases = [
-            # Shorter than the dead-peer bound: connections survive it, statements resume.
-            lambda: _hold(
-                "service and worker, both ways, shorter than the dead-peer time",
-                random.uniform(0.5, DEAD_PEER_S / 2),
-                (service_host, both),
-                (worker_host, both),
-            ),
-            # Between COMMIT and its result: the database's answers dropped while statements run.
-            lambda: (
-                _in_flight(conn, service_host),
-                _hold(
-                    "service, only the database's answers, while statements are in flight",
-                    DEAD_PEER_S + 2,
-                    (service_host, (netns.FROM_DATABASE,)),
-                ),
-            )[1],
-            lambda: (
-                time.sleep(random.uniform(0.1, 0.5)),
-                _hold(
-                    "service and worker, both ways, longer than the dead-peer time",
-                    DEAD_PEER_S + random.uniform(1, 3),
-                    (service_host, both),
-                    (worker_host, both),
-                ),
-            )[1],
+            lambda: _short(service_host, worker_host),
+            lambda: _between_commit_and_result(conn, service_host),
+            lambda: _long(service_host, worker_host),
         ]
         for cut in phases:
             done, phase_sent, made = _phase(service.url, size, cut)
@@ -153,7 +175,8 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
     assert set(audit.values()) == {0}, audit
     assert all(result.dropped == 0 for result in results)
     in_doubt = _in_doubt(answers)
-    answered_5xx = sum(a.status is not None and a.status >= 500 for a in answers)
+    failed = [a.answered_at - a.sent_at for a in answers if a.status is not None and a.status >= 500]
+    answered_5xx = len(failed)
     # The targeted cut left commits whose outcome the service could not know: answered 5xx, not 200.
     assert in_doubt > 0 and answered_5xx > 0
     assert all(c.recovered_s is not None and c.recovered_s <= RECOVERY_BOUND_S for c in cuts), cuts
@@ -165,9 +188,9 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
         "0 events or payments doubled, 0 acknowledged events lost, every shipped payment's job delivered "
         f"at least once per key; the service answers 2xx again within {RECOVERY_BOUND_S:g} s of the "
         "link's return, by itself",
-        f"{verdict.summary()}; {answered_5xx} attempts answered 5xx; {in_doubt} events committed "
-        "by an attempt whose answer was lost, each answered from the ledger on a retry; first 2xx after "
-        "the link returned: "
+        f"{verdict.summary()}; {answered_5xx} attempts answered 5xx, the slowest after "
+        f"{max(failed):.1f} s; {in_doubt} events committed by an attempt whose answer was lost, each "
+        "answered from the ledger on a retry; first 2xx after the link returned: "
         + ", ".join(f"{c.recovered_s:.2f} s ({c.what}, cut {c.held_s:.1f} s)" for c in cuts)
         + f"; outbox: {len(outbox.expected)} jobs delivered, {redelivered} redeliveries absorbed by "
         f"their Idempotency-Key, worker restarted {worker.restarts} times",
