@@ -107,6 +107,34 @@ class Worker:
         self._log.close()
 
 
+class Supervised:
+    """A process started again whenever it exits, as a process manager runs the Procfile's.
+
+    The worker exits, in one line, when its database connection is lost
+    (pgqueuer's listener cannot carry on without it).
+    """
+
+    def __init__(self, start: Callable[[], Worker]):
+        self._start = start
+        self.current = start()
+        self.restarts = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(0.2):
+            if self.current.proc.poll() is not None:
+                self.current.stop()
+                self.current = self._start()
+                self.restarts += 1
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+        self.current.stop()
+
+
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
     """Poll `predicate` until it is truthy; fail naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout

@@ -16,14 +16,14 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import psycopg
 
 from tests import netns, pg_servers
 from tests.conftest import SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Worker, wait_until
+from tests.downstream import Downstream, Supervised, Worker, wait_until
 from tests.pg_servers import Cluster, Server
 from webhooks.domains.stripe.orders import ORDER_FULFILLED
 from webhooks.infra import migrate
@@ -83,34 +83,6 @@ class Site:
         for process in [*self.services, *self.workers]:
             process.stop()
         self.receiver.close()
-
-
-class Supervised:
-    """A process started again whenever it exits, as a process manager runs the Procfile's.
-
-    The worker exits, in one line, when its database connection is lost
-    (pgqueuer's listener cannot carry on without it).
-    """
-
-    def __init__(self, start: Callable[[], Worker]):
-        self._start = start
-        self.current = start()
-        self.restarts = 0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._stopped.wait(0.2):
-            if self.current.proc.poll() is not None:
-                self.current.stop()
-                self.current = self._start()
-                self.restarts += 1
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join()
-        self.current.stop()
 
 
 @contextlib.contextmanager
