@@ -29,7 +29,7 @@ from tests import hosts, netns
 from tests.hosts import Storm
 from tests.reliability import sized
 from webhooks.infra.config import Settings
-from webhooks.infra.db import connection_url
+from webhooks.infra.db import database_url
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
 
@@ -51,8 +51,9 @@ WHERE client_addr = %s AND state = 'active' AND backend_type = 'client backend'
 
 
 def test_connections_give_up_a_silent_database_within_the_dead_peer_time_unless_the_url_says_otherwise():
-    settings = Settings.from_env({"WEBHOOK_DB_DEAD_PEER_SECONDS": "6"})
-    options = conninfo_to_dict(connection_url(settings, "postgresql://app@db/shop?keepalives_idle=30"))
+    url = "postgresql://app@db/shop?keepalives_idle=30"
+    settings = Settings.from_env({"DATABASE_URL": url, "WEBHOOK_DB_DEAD_PEER_SECONDS": "6"})
+    options = conninfo_to_dict(database_url(settings))
     # Unacknowledged data (a statement, a COMMIT) is given up after 6 s; an idle or
     # waiting connection after 3 s of silence and 3 unanswered probes a second apart.
     assert options["tcp_user_timeout"] == "6000" and options["keepalives"] == "1"

@@ -23,10 +23,10 @@ from .config import Settings
 
 
 def database_url(settings: Settings) -> str:
-    """The configured URL, or an embedded server's so a first run needs no set-up."""
-    if settings.database_url:
-        return settings.database_url
-    return embedded.url(embedded.pgdata(settings.data_dir))
+    """The configured URL, or an embedded server's so a first run needs no set-up,
+    with the network options it does not set itself."""
+    url = settings.database_url or embedded.url(embedded.pgdata(settings.data_dir))
+    return with_network_options(url, settings)
 
 
 def network_options(settings: Settings) -> dict[str, str]:
@@ -49,9 +49,8 @@ def network_options(settings: Settings) -> dict[str, str]:
     }
 
 
-def connection_url(settings: Settings, url: str | None = None) -> str:
-    """`url` (default: the configured one) with the network options it does not set itself."""
-    url = url or database_url(settings)
+def with_network_options(url: str, settings: Settings) -> str:
+    """`url` with the network options it does not set itself."""
     given = conninfo_to_dict(url)
     missing = {k: v for k, v in network_options(settings).items() if k not in given}
     return make_conninfo(url, **missing)
@@ -59,7 +58,7 @@ def connection_url(settings: Settings, url: str | None = None) -> str:
 
 def connect(settings: Settings) -> psycopg.Connection:
     """One autocommit connection for a command: no pool, no session limits."""
-    return psycopg.connect(connection_url(settings), autocommit=True)
+    return psycopg.connect(database_url(settings), autocommit=True)
 
 
 def session_settings(settings: Settings) -> dict[str, str]:
@@ -185,7 +184,9 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         name=f"webhooks-{os.getpid()}",
     )
     options.update(overrides)
-    pool = ConnectionPool(connection_url(settings, url), open=False, **options)
+    pool = ConnectionPool(
+        with_network_options(url or database_url(settings), settings), open=False, **options
+    )
     pool.open(wait=False)
     return pool
 

@@ -27,7 +27,7 @@ from webhooks import bootstrap
 from webhooks.core import outbox
 from webhooks.domains.stripe import access, thin
 from webhooks.infra.config import Settings
-from webhooks.infra.db import connection_url
+from webhooks.infra.db import database_url
 
 from . import fetch
 
@@ -109,7 +109,7 @@ async def _sweeping(settings: Settings, url: str) -> None:
 
 async def run(service: bootstrap.Service) -> None:
     """Until SIGTERM or SIGINT: the queue, and the access sweep beside it."""
-    url = connection_url(service.settings)
+    url = database_url(service.settings)
     sweeper = asyncio.create_task(_sweeping(service.settings, url))
     try:
         await _queue(service, url)
