@@ -73,7 +73,7 @@ def test_a_url_libpq_cannot_parse_is_refused_in_one_line_that_does_not_repeat_it
     assert "s3cret" not in str(refused.value)
 
 
-def test_a_first_host_that_never_answers_does_not_stall_a_connection():
+def test_a_first_host_that_never_answers_does_not_stall_a_connection(figures):
     pg_servers.require()
     # A listener that never accepts: the handshake completes in the kernel and
     # then nothing answers, as with a hung server or a dropped route.
@@ -86,7 +86,15 @@ def test_a_first_host_that_never_answers_does_not_stall_a_connection():
         started = time.monotonic()
         with psycopg.connect(url) as conn:
             assert conn.info.port == primary.port
-        assert CONNECT_TIMEOUT_S <= time.monotonic() - started < CONNECT_TIMEOUT_S + 1.5
+        took = time.monotonic() - started
+    assert CONNECT_TIMEOUT_S <= took < CONNECT_TIMEOUT_S + 1.5
+    figures.record(
+        "a multi-host DATABASE_URL whose first host accepts TCP and never answers",
+        f"the connection moves on to the next host after connect_timeout ({CONNECT_TIMEOUT_S} s, "
+        "the service's default), not psycopg's 130 s",
+        f"connected to the second host after {took:.2f} s",
+        connect_s=took,
+    )
 
 
 @dataclass
@@ -225,6 +233,7 @@ class SupervisedWorker:
             WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS=2,
             WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
             WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS=0.5,
+            WEBHOOK_OUTBOX_CONCURRENCY=16,
         )
         self.restarts = 0
         self._worker = Worker(self._env)
@@ -239,8 +248,12 @@ class SupervisedWorker:
                 self._worker = Worker(self._env)
                 self.restarts += 1
 
-    def drain(self, conn: psycopg.Connection, timeout: float = 60.0) -> checker.Outbox:
-        """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history."""
+    def drain(self, conn: psycopg.Connection) -> checker.Outbox:
+        """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history.
+
+        A worker started after the failover finds the storm's backlog and no
+        notifications: it drains it a batch per poll, so the wait grows with it.
+        """
         expected = frozenset(
             f"{ORDER_FULFILLED}:{payment_id}"
             for (payment_id,) in conn.execute("SELECT payment_id FROM fulfilments")
@@ -250,7 +263,12 @@ class SupervisedWorker:
             waiting = conn.execute("SELECT count(*) FROM pgqueuer WHERE status <> 'failed'").fetchone()[0]
             return waiting == 0 and expected <= set(self.downstream.effects)
 
-        wait_until(drained, timeout, "the outbox to deliver every fulfilled payment's job")
+        backlog = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
+        wait_until(
+            drained,
+            30 + backlog / 4,
+            f"the outbox to deliver every fulfilled payment's job ({backlog} waiting)",
+        )
         return checker.Outbox(expected, list(self.downstream.effects.elements()))
 
     @property
