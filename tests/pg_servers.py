@@ -29,6 +29,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from tests.downstream import wait_until
+
 BIN = Path(os.environ.get("WEBHOOKS_PG_BIN", "/usr/lib/postgresql/15/bin"))
 USER = "postgres"
 # A pg_ctl or pg_basebackup that takes longer than this is stuck, not slow.
@@ -286,6 +288,9 @@ class Link:
             except OSError:
                 continue  # the listener closed, or the primary is gone: the replica retries
             primary.settimeout(None)
+            for sock in (replica, primary):
+                # As PostgreSQL's own sockets: Nagle with delayed ACKs would add 40 ms stalls.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [replica, primary]
             primary_gone = threading.Event()
             self._pipe(primary, replica, primary_gone, from_primary=True)
@@ -341,32 +346,29 @@ def _close(sock: socket.socket) -> None:
 def wait_streaming(primary: Server, standby: str, synchronous: bool = False, timeout: float = 30.0) -> None:
     """Until `primary` streams to `standby` (as its synchronous standby, if asked)."""
     wanted = ("sync",) if synchronous else ("async", "sync", "potential", "quorum")
-    deadline = time.monotonic() + timeout
     with primary.connect() as conn:
-        while time.monotonic() < deadline:
+
+        def streaming() -> bool:
             row = conn.execute(
                 "SELECT sync_state FROM pg_stat_replication "
                 "WHERE application_name = %s AND state = 'streaming'",
                 [standby],
             ).fetchone()
-            if row and row[0] in wanted:
-                return
-            time.sleep(0.05)
-    raise TimeoutError(
-        f"{standby} is not streaming from {primary.name} ({'sync' if synchronous else 'async'})"
-    )
+            return bool(row) and row[0] in wanted
+
+        wait_until(streaming, timeout, f"{standby} streaming from {primary.name} ({'/'.join(wanted)})")
 
 
 def wait_replayed(primary: Server, standby: Server, timeout: float = 30.0) -> None:
     """Until `standby` has replayed everything `primary` has written so far."""
     with primary.connect() as conn:
         (lsn,) = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
-    deadline = time.monotonic() + timeout
     with standby.connect() as conn:
-        while not conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]).fetchone()[0]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{standby.name} has not replayed {primary.name}'s WAL up to {lsn}")
-            time.sleep(0.02)
+        wait_until(
+            lambda: conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]).fetchone()[0],
+            timeout,
+            f"{standby.name} replaying {primary.name}'s WAL up to {lsn}",
+        )
 
 
 def multi_host_url(servers: list[Server], dbname: str = "postgres", **params) -> str:

@@ -29,6 +29,7 @@ MODULES = (
     "tests/test_front.py",
     "tests/test_hostile_input.py",
     "tests/test_security.py",
+    "tests/test_failover.py",
     "tests/test_partitions.py",
 )
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"

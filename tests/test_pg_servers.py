@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from tests import pg_servers
+from tests.downstream import wait_until
 from tests.pg_servers import Cluster, multi_host_url
 
 
@@ -18,13 +19,6 @@ def cluster():
         yield cluster
 
 
-def _until(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_replica_streams_the_primarys_commits_and_takes_writes_once_promoted(cluster):
     primary = cluster.primary()
     replica = cluster.replica(primary)
@@ -32,7 +26,9 @@ def test_a_replica_streams_the_primarys_commits_and_takes_writes_once_promoted(c
         conn.execute("CREATE TABLE t (x int)")
         conn.execute("INSERT INTO t VALUES (1)")
     with replica.connect() as conn:
-        _until(lambda: conn.execute("SELECT to_regclass('t') IS NOT NULL").fetchone()[0])
+        wait_until(
+            lambda: conn.execute("SELECT to_regclass('t') IS NOT NULL").fetchone()[0], 10, "t replicated"
+        )
         assert replica.in_recovery()
     primary.kill()
     assert not primary.running()
@@ -72,5 +68,7 @@ def test_a_replica_behind_a_link_sees_a_commit_no_sooner_than_the_delay(cluster)
         conn.execute("INSERT INTO t VALUES (1)")
         committed = time.monotonic()
         assert standby.execute("SELECT count(*) FROM t").fetchone()[0] == 0
-        _until(lambda: standby.execute("SELECT count(*) FROM t").fetchone()[0] == 1)
+        wait_until(
+            lambda: standby.execute("SELECT count(*) FROM t").fetchone()[0] == 1, 10, "the row replicated"
+        )
         assert time.monotonic() - committed >= 0.2
