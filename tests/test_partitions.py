@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import psycopg
 import pytest
+import requests
 from psycopg.conninfo import conninfo_to_dict
 
 from tests import hosts, netns
+from tests.conftest import scripted_event, signed_headers
+from tests.downstream import wait_until
 from tests.hosts import Storm
 from tests.reliability import sized
 from webhooks.infra.config import Settings
@@ -145,6 +149,93 @@ def _in_doubt(answers: list[checker.Answer]) -> int:
     )
 
 
+# The COMMIT of a transaction that inserted a fulfilment takes this long on the server, so
+# that a cut can be made while it runs: a deferred trigger fires at COMMIT.
+_SLOW_COMMIT = """
+CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON fulfilments
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
+"""
+_RUNNING = """
+SELECT count(*) FROM pg_stat_activity
+WHERE client_addr = %s AND state = 'active' AND query LIKE %s
+"""
+
+
+def _post(url: str, evt: dict) -> tuple[int | None, float]:
+    body = samples.encode(evt)
+    started = time.monotonic()
+    try:
+        status = requests.post(url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=60)
+    except requests.RequestException:
+        return None, time.monotonic() - started
+    return status.status_code, time.monotonic() - started
+
+
+def _cut_while(conn, host: netns.Host, query: str, directions: tuple[str, ...], url: str, evt: dict):
+    """Deliver `evt`, and cut `host` in `directions` while its `query` runs on the server.
+
+    The first answer (status, seconds), and the retry's answer once the link is back.
+    """
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_post, url, evt)
+        wait_until(lambda: conn.execute(_RUNNING, [host.address, query]).fetchone()[0], 15, query)
+        host.cut(*directions)
+        answer = first.result(timeout=60)
+    host.restore()
+    retried = wait_until(lambda: _ok(url, evt), 30, "a 2xx once the link is back")
+    return answer, retried
+
+
+def _ok(url: str, evt: dict) -> requests.Response | None:
+    body = samples.encode(evt)
+    response = requests.post(url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=30)
+    return response if response.ok else None
+
+
+@pytest.mark.parametrize(
+    "running, directions, script, replayed",
+    [
+        # The COMMIT reached the server and committed; only its result is lost.
+        (("COMMIT", "its COMMIT"), (netns.FROM_DATABASE,), {}, True),
+        # Mid-transaction: nothing committed; the server ends the idle transaction, freeing the claim.
+        (("SELECT pg_sleep%", "its handler's statement"), netns.BOTH, {"statement_s": 1.5}, False),
+    ],
+    ids=["after-commit", "mid-transaction"],
+)
+def test_a_delivery_whose_database_falls_silent_answers_503_and_its_retry_settles_it_once(
+    site, figures, running, directions, script, replayed
+):
+    host = site.hosts[0]
+    service = site.service(
+        host,
+        WEB_CONCURRENCY=1,
+        WEBHOOK_DB_DEAD_PEER_SECONDS=DEAD_PEER_S,
+        WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS=2000,
+    )
+    evt = scripted_event(payment_id="pi_in_doubt", **script)
+    with site.connect() as conn:
+        conn.execute(_SLOW_COMMIT)
+        (status, seconds), retried = _cut_while(conn, host, running[0], directions, service.url, evt)
+        (fulfilled,) = conn.execute("SELECT count(*) FROM fulfilments").fetchone()
+    # Whether or not it committed, its outcome was unknown: a 5xx, so that the provider retries.
+    assert status == 503 and seconds <= DEAD_PEER_S + 3, (status, seconds)
+    assert (retried.headers.get("Idempotent-Replayed") == "true") == replayed
+    assert fulfilled == 1
+    figures.record(
+        f"the service's link to PostgreSQL cut ({'both ways' if len(directions) == 2 else 'answers only'})"
+        f" while {running[1]} ran on the server (WEBHOOK_DB_DEAD_PEER_SECONDS={DEAD_PEER_S:g})",
+        "503 within about the dead-peer time; the retry once the link is back "
+        + ("gets the stored answer" if replayed else "claims afresh (the server ended the transaction)")
+        + "; the payment fulfilled once",
+        f"503 after {seconds:.1f} s; retry answered 200"
+        + (" (Idempotent-Replayed)" if replayed else " as new")
+        + f"; {fulfilled} fulfilment",
+        seconds=seconds,
+    )
+
+
 def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_heal_by_themselves(
     site, figures
 ):
@@ -181,6 +272,8 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
     answered_5xx = len(failed)
     # The targeted cut left commits whose outcome the service could not know: answered 5xx, not 200.
     assert in_doubt > 0 and answered_5xx > 0
+    # A cut request is answered within about the dead-peer time, never after several of them.
+    assert max(failed) <= DEAD_PEER_S + 3
     assert all(c.recovered_s is not None and c.recovered_s <= RECOVERY_BOUND_S for c in cuts), cuts
     redelivered = len(site.receiver.keys()) - len(set(site.receiver.keys()))
     figures.record(

@@ -131,6 +131,10 @@ def connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[p
         if looks_alive(conn):
             break
         pool.putconn(conn)
+        if time.monotonic() > deadline:
+            # Its check went unanswered past the wait (a silent server, given up
+            # after the dead-peer time): the next idle one would only be as slow.
+            raise PoolTimeout("no connection answered within the pool wait")
     try:
         with conn:
             yield conn
