@@ -7,6 +7,9 @@ flight with only the database's answers dropped: the COMMIT (or the
 payment's one statement, its own transaction) reaches the server and
 commits, and the service never learns of it. Such a delivery must answer
 5xx, and the provider's retry gets the stored answer or claims afresh.
+Single deliveries make each of those two outcomes on purpose: a COMMIT
+made slow by a deferred trigger, and a handler's statement, each cut
+while it runs on the server.
 
 The service gives a silent database up within WEBHOOK_DB_DEAD_PEER_SECONDS
 (libpq keepalives and tcp_user_timeout, webhooks/infra/db.py); set short
@@ -270,8 +273,9 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
     in_doubt = _in_doubt(answers)
     failed = [a.answered_at - a.sent_at for a in answers if a.status is not None and a.status >= 500]
     answered_5xx = len(failed)
-    # The targeted cut left commits whose outcome the service could not know: answered 5xx, not 200.
-    assert in_doubt > 0 and answered_5xx > 0
+    # Cut requests were answered 5xx. Whether the targeted cut caught a COMMIT or a statement
+    # mid-transaction is chance here; the test above makes each case on purpose.
+    assert answered_5xx > 0
     # A cut request is answered within about the dead-peer time, never after several of them.
     assert max(failed) <= DEAD_PEER_S + 3
     assert all(c.recovered_s is not None and c.recovered_s <= RECOVERY_BOUND_S for c in cuts), cuts
