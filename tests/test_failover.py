@@ -161,8 +161,7 @@ def _fail_over_mid_storm(primary: Server, replica: Server, server: Gunicorn, eve
     with primary.connect() as conn:
         kill_at_size = _ledger_size(conn) + len(events) // 3
         storm = Storm(server.url, events)
-        while _ledger_size(conn) < kill_at_size:
-            time.sleep(0.002)
+        wait_until(lambda: _ledger_size(conn) >= kill_at_size, 120, "a third of the storm", interval=0.002)
     killed_at = primary.kill()
     replica.promote()
     promote_s = time.monotonic() - killed_at
@@ -320,9 +319,9 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
         server.stop()
         api.close()
 
+    assert failover.result.dropped == 0
     assert verdict.passed, verdict.checks()
     assert set(audit.values()) == {0}, audit
-    assert failover.result.dropped == 0
     # Every event lost at failover and not claimed again by a duplicate was backfilled.
     assert applied == len(failover.verdict.acknowledged_lost)
     figures.record(
