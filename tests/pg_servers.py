@@ -293,7 +293,7 @@ class Link:
                 continue  # the listener closed, or the primary is gone: the replica retries
             primary.settimeout(None)
             for sock in (replica, primary):
-                # As PostgreSQL's own sockets: Nagle with delayed ACKs would add 40 ms stalls.
+                # As PostgreSQL's own sockets: Nagle with delayed ACKs would stall every small write.
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [replica, primary]
             primary_gone = threading.Event()

@@ -294,9 +294,10 @@ def _failover_figures(failover: Failover) -> str:
     )
 
 
-# Loopback: the replica is microseconds behind, so little or nothing is lost.
-# A link 50 ms behind (a replica in another region, or a busy one) that dies
-# with the primary's machine loses what the primary acknowledged in its last 50 ms.
+# On loopback the replica is barely behind, so little or nothing is lost. A
+# link that lags (a replica in another region, or a busy one) and dies with
+# the primary's machine loses what the primary acknowledged within that lag
+# (docs/failover.md).
 @pytest.mark.parametrize("link_delay_s", [None, 0.05], ids=["loopback", "link-50ms"])
 def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back_once(
     cluster, figures, link_delay_s
@@ -386,8 +387,8 @@ def _rates(
     return {mode: (max(rates[mode]), min(commits[mode])) for mode in rates}
 
 
-# On loopback a commit's wait for the standby is a few microseconds; over a
-# link 5 ms each way (a standby in another zone, generously) it is 10 ms.
+# A synchronous commit waits one round trip to the standby: next to nothing
+# on loopback, the link's round trip over a delayed one (a standby in another zone).
 @pytest.mark.parametrize("link_delay_s", [None, 0.005], ids=["loopback", "link-5ms"])
 def test_synchronous_standby_failover_loses_nothing_acknowledged_at_a_measured_cost(
     cluster, figures, link_delay_s
