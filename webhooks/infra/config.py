@@ -112,7 +112,7 @@ class Settings:
     outbox_poll_s: float = 0.1
     # A job picked by a worker that stopped heartbeating is retaken after this.
     outbox_heartbeat_timeout_s: float = 30.0
-    # Jobs a worker claims in one dequeue; twice as many may be in flight.
+    # Jobs a worker claims in one dequeue; four times as many may be in flight.
     outbox_concurrency: int = 16
     # /admin answers only with this token; unset, the page does not exist.
     admin_token: str | None = field(default=None, repr=False)

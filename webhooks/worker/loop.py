@@ -173,10 +173,22 @@ class SplitDriver(Driver):
         await self._listening.__aexit__(*exc)
 
 
+def _in_flight(settings: Settings) -> int:
+    """Jobs one worker may hold at once: four dequeues' worth.
+
+    pgqueuer stops dequeuing when a worker holds this many, and then sleeps
+    its minimum poll interval. At twice the batch the dequeue loop filled
+    that headroom before the first batch's completions were written, so it
+    slept after every second batch; at four times the batch, completions
+    free room while it dequeues (docs/benchmark.md, "Outbox: wake-up and drain").
+    """
+    return 4 * settings.outbox_concurrency
+
+
 def _http(settings: Settings) -> aiohttp.ClientSession:
     """One session for every delivery: connections to the receiver are kept and reused."""
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=2 * settings.outbox_concurrency),
+        connector=aiohttp.TCPConnector(limit=_in_flight(settings)),
         timeout=aiohttp.ClientTimeout(total=settings.outbox_http_timeout_s),
     )
 
@@ -201,6 +213,6 @@ async def _queue(service: bootstrap.Service, url: str, outbox_url: str) -> None:
         await pgq.qm.run(
             dequeue_timeout=timedelta(seconds=settings.outbox_poll_s),
             batch_size=settings.outbox_concurrency,
-            max_concurrent_tasks=2 * settings.outbox_concurrency,
+            max_concurrent_tasks=_in_flight(settings),
             heartbeat_timeout=timedelta(seconds=settings.outbox_heartbeat_timeout_s),
         )
