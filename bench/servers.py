@@ -76,6 +76,13 @@ def front(env: dict[str, str], log_path: Path):
         yield url, served.process("gunicorn").pid, [front, *cpu_children(front)]
 
 
+@contextlib.contextmanager
+def receiver(log_path: Path):
+    """bench.receiver, the outbox rows' fast receiver, in a process of its own, once it answers."""
+    with _served([sys.executable, "-m", "bench.receiver"], ROOT, {}, log_path) as served:
+        yield served
+
+
 SEED = ROOT / "bench" / "peers" / "seed"
 
 
