@@ -1,11 +1,12 @@
-"""The outbox rows: workers draining a backlog into a fast receiver, and the wake-up latency.
+"""The outbox rows: workers draining a backlog into a receiver, and the wake-up latency.
 
 `python -m webhooks worker` processes, with their default settings, deliver
-to bench.receiver on loopback. The drain enqueues a backlog in one commit
-once the workers are idle and times it from that commit to the last job's
-arrival; the wake-up commits one job at a time, at random moments, and
-times each from its commit to its arrival. The receiver's record says
-whether every job arrived, and how many arrived more than once.
+to bench.receiver on loopback, which answers at once or after a delay. The
+drain enqueues a backlog in one commit once the workers are idle and times
+it from that commit to the last job's arrival; the wake-up commits one job
+at a time, at random moments, and times each from its commit to its
+arrival. The receiver's record says whether every job arrived, and how
+many arrived more than once.
 """
 
 from __future__ import annotations
@@ -104,10 +105,10 @@ def _delivered(commits: dict[str, float], arrivals: dict[str, float], posts: int
 
 
 @contextlib.contextmanager
-def running(conninfo: str, workers: int, secret: str, workdir: Path):
-    """An `Outbox` with `workers` default workers, each seen delivering before it is yielded."""
+def running(conninfo: str, workers: int, secret: str, workdir: Path, delay_ms: int = 0):
+    """An `Outbox` with `workers` default workers, warmed up, its receiver answering after `delay_ms`."""
     name = f"bench-outbox-{os.getpid()}"
-    with servers.receiver(workdir / "receiver.log") as (url, _pid, _front):
+    with servers.receiver(workdir / "receiver.log", delay_ms) as (url, _pid, _front):
         env = {
             **os.environ,
             "DATABASE_URL": make_conninfo(conninfo, application_name=name),

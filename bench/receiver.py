@@ -1,4 +1,6 @@
-"""The outbox rows' receiver: answers 200 at once, and remembers when each Idempotency-Key first arrived.
+"""The outbox rows' receiver: answers 200, and remembers when each Idempotency-Key first arrived.
+
+At once, or after $RECEIVER_DELAY_MS, as an API across a network would.
 
 Run as its own process (`python -m bench.receiver`, on $HOST:$PORT), so what
 the rows time is the worker, not a receiver sharing the bench's interpreter.
@@ -8,6 +10,7 @@ and when each such key first arrived (epoch seconds).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -16,7 +19,7 @@ from aiohttp import web
 EFFECTS = "/effects"
 
 
-def app() -> web.Application:
+def app(delay_s: float = 0.0) -> web.Application:
     arrivals: dict[str, float] = {}
     posts: dict[str, int] = {}
 
@@ -25,6 +28,8 @@ def app() -> web.Application:
         key = request.headers.get("Idempotency-Key", "")
         arrivals.setdefault(key, time.time())
         posts[key] = posts.get(key, 0) + 1
+        if delay_s:
+            await asyncio.sleep(delay_s)
         return web.Response()
 
     async def received(request: web.Request) -> web.Response:
@@ -48,4 +53,5 @@ def app() -> web.Application:
 
 if __name__ == "__main__":
     host, port = os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"])
-    web.run_app(app(), host=host, port=port, print=None, access_log=None)
+    delay_s = float(os.environ.get("RECEIVER_DELAY_MS", 0)) / 1000
+    web.run_app(app(delay_s), host=host, port=port, print=None, access_log=None)

@@ -76,10 +76,18 @@ ROWS = (
     "pgbench_notify",
     "outbox_drain",
     "outbox_drain_2",
+    "outbox_drain_slow",
+    "outbox_drain_slow_2",
     "outbox_wakeup",
 )
-# Workers per outbox row.
-_OUTBOX_ROWS = {"outbox_drain": 1, "outbox_drain_2": 2, "outbox_wakeup": 1}
+# Per outbox row: its workers, and how long its receiver takes to answer (ms).
+_OUTBOX_ROWS = {
+    "outbox_drain": (1, 0),
+    "outbox_drain_2": (2, 0),
+    "outbox_drain_slow": (1, 100),
+    "outbox_drain_slow_2": (2, 100),
+    "outbox_wakeup": (1, 0),
+}
 _PGBENCH_ROWS = ("pgbench", "pgbench_paced", "pgbench_notify")
 # What --sweep-workers runs at each number of web workers.
 _SWEPT = ("wrk_service", "wrk_service_dup")
@@ -260,6 +268,10 @@ class Bench:
             "(jobs/s; CPU: the worker)",
             "outbox_drain_2": f"outbox: 2 default workers drain {outbox.BACKLOG:,} jobs "
             "(jobs/s; CPU: the workers)",
+            "outbox_drain_slow": f"outbox: 1 default worker drains {outbox.BACKLOG:,} jobs into a receiver "
+            "answering after 100 ms",
+            "outbox_drain_slow_2": f"outbox: 2 default workers drain {outbox.BACKLOG:,} jobs into a receiver "
+            "answering after 100 ms",
             "outbox_wakeup": "outbox wake-up: one job committed at a time, commit to receiver (p99 ms)",
         }
 
@@ -368,7 +380,8 @@ class Bench:
         )
 
     def _outbox(self, row: str) -> Measure:
-        with outbox.running(self.empty, _OUTBOX_ROWS[row], SECRET, self.workdir) as running:
+        workers, delay_ms = _OUTBOX_ROWS[row]
+        with outbox.running(self.empty, workers, SECRET, self.workdir, delay_ms) as running:
             if row == "outbox_wakeup":
                 jobs = max(50, 20 * self.args.seconds)
                 done = running.wake_ups(jobs, random.Random())
@@ -502,9 +515,15 @@ def _ratio_specs(args: argparse.Namespace):
             lambda _: _DRAIN_TARGET,
         ),
         (
-            "outbox: 2 workers' drain / 1 worker's (2.0 where the cores allow)",
+            "outbox: 2 workers' drain / 1 worker's, fast receiver (2.0 where the cores allow)",
             "outbox_drain_2",
             ("outbox_drain",),
+            min,
+        ),
+        (
+            "outbox: 2 workers' drain / 1 worker's, receiver answering after 100 ms (target 2.0)",
+            "outbox_drain_slow_2",
+            ("outbox_drain_slow",),
             min,
         ),
         # The same yardstick held to the peer: how far the ceilings are from

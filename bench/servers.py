@@ -77,9 +77,10 @@ def front(env: dict[str, str], log_path: Path):
 
 
 @contextlib.contextmanager
-def receiver(log_path: Path):
-    """bench.receiver, the outbox rows' fast receiver, in a process of its own, once it answers."""
-    with _served([sys.executable, "-m", "bench.receiver"], ROOT, {}, log_path) as served:
+def receiver(log_path: Path, delay_ms: int = 0):
+    """bench.receiver, the outbox rows' receiver, in a process of its own, once it answers."""
+    env = {"RECEIVER_DELAY_MS": str(delay_ms)}
+    with _served([sys.executable, "-m", "bench.receiver"], ROOT, env, log_path) as served:
         yield served
 
 
