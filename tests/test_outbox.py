@@ -129,6 +129,16 @@ def test_two_workers_never_deliver_the_same_job(database_url, db, downstreams, w
     assert "outbox_delivered" in first.output() and "outbox_delivered" in second.output()
 
 
+def test_a_worker_sends_many_deliveries_on_each_connection_it_opens(database_url, downstreams, workers):
+    downstream = downstreams()
+    keys = enqueue_jobs(database_url, 300)
+    workers(downstream)
+    wait_until(lambda: len(downstream.received) >= len(keys), 60, "every delivery")
+    # A connection per job would be one per key; a kept session is at most
+    # one per delivery in flight (four batches of the default 16).
+    assert len(downstream.connections) <= 64
+
+
 def test_a_worker_killed_mid_delivery_is_redelivered_with_the_same_key(
     database_url, db, downstreams, workers
 ):
