@@ -10,8 +10,8 @@ endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
 the naive check-then-insert handler in a duplicate storm, and the service
 on a ledger pre-filled with --ledger-rows rows (ten million by default).
 The outbox rows time default `python -m webhooks worker` processes draining
-a backlog into a fast receiver, and the wake-up from a commit to the
-receiver; pgbench_notify is the database ceiling with pgqueuer's NOTIFY
+a backlog into a receiver that answers at once or after 100 ms, and the
+wake-up from a commit to the receiver; pgbench_notify is the database ceiling with pgqueuer's NOTIFY
 trigger put back, so what a notifying commit costs shows beside it.
 
 `--sweep-workers 1,2,4` runs the wrk rows at K=1 and K=--duplicates once
