@@ -43,9 +43,13 @@ class DeliveryFailed(RuntimeError):
     """The downstream did not confirm; the message is what an operator sees."""
 
 
-def _header(job: Job, name: str) -> str | None:
-    value = (job.headers or {}).get(name)
-    return None if value is None else str(value)
+def _kind(job: Job) -> object:
+    return (job.headers or {}).get(outbox.KIND_HEADER)
+
+
+def _key(job: Job) -> str:
+    """The job's idempotency key; a job without one fails at once (KeyError), never sent keyless."""
+    return str((job.headers or {})[outbox.KEY_HEADER])
 
 
 async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
@@ -56,7 +60,7 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
             data=job.payload,
             headers={
                 "Content-Type": "application/json",
-                "Idempotency-Key": str(_header(job, outbox.KEY_HEADER)),
+                "Idempotency-Key": _key(job),
             },
             allow_redirects=False,
         ) as response:
@@ -69,7 +73,7 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
 
 async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
     """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed to `url`."""
-    if _header(job, outbox.KIND_HEADER) != thin.FETCH:
+    if _kind(job) != thin.FETCH:
         return await post(http, url, job)
     try:
         # stripe and psycopg are blocking: a thread keeps the loop free for heartbeats.
@@ -80,7 +84,7 @@ async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: 
 
 async def deliver(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
     settings = service.settings
-    key = _header(job, outbox.KEY_HEADER)
+    key = _key(job)
     try:
         await perform(service, http, url, job)
     except DeliveryFailed as exc:
