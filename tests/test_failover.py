@@ -228,11 +228,10 @@ class SupervisedWorker:
         self._env = service_env(
             url,
             WEBHOOK_OUTBOX_URL=self.downstream.url,
-            WEBHOOK_OUTBOX_POLL_SECONDS=0.5,
+            # A job its dead predecessor had picked is retaken soon, and a failed one retried soon.
             WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS=2,
             WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
             WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS=0.5,
-            WEBHOOK_OUTBOX_CONCURRENCY=16,
         )
         self.restarts = 0
         self._worker = Worker(self._env)
@@ -250,8 +249,8 @@ class SupervisedWorker:
     def drain(self, conn: psycopg.Connection) -> checker.Outbox:
         """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history.
 
-        A worker started after the failover finds the storm's backlog and no
-        notifications: it drains it a batch per poll, so the wait grows with it.
+        A worker restarted after the failover finds the storm's backlog: the
+        wait grows with it.
         """
         expected = frozenset(
             f"{ORDER_FULFILLED}:{payment_id}"
