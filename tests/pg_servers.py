@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from tests.downstream import wait_until
@@ -149,7 +150,10 @@ class Server:
         """ALTER SYSTEM each setting and reload: for settings that need no restart."""
         with self.connect() as conn:
             for name, value in settings.items():
-                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                # ALTER SYSTEM takes no parameters: the name and value are quoted here.
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                )
             conn.execute("SELECT pg_reload_conf()")
 
     def log_text(self) -> str:
@@ -289,7 +293,7 @@ class Link:
                 continue  # the listener closed, or the primary is gone: the replica retries
             primary.settimeout(None)
             for sock in (replica, primary):
-                # As PostgreSQL's own sockets: Nagle with delayed ACKs would add 40 ms stalls.
+                # As PostgreSQL's own sockets: Nagle with delayed ACKs would stall every small write.
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [replica, primary]
             primary_gone = threading.Event()

@@ -36,7 +36,7 @@ def _worker(args: argparse.Namespace) -> int:
     # The stripe.fetch job applies events: the same handlers as the web app's.
     service = bootstrap.build(settings, min_size=1, max_size=2)
     try:
-        asyncio.run(loop.run(service))
+        asyncio.run(loop.run(service, settings.outbox_url))
     finally:
         service.close()
     return 0

@@ -136,8 +136,13 @@ WHERE event_id = ANY(%s)
 GROUP BY event_id
 """
 
+# Payments any of the history's events fulfilled, with more than one fulfilment.
 _PAYMENTS_DOUBLED = """
-SELECT payment_id, account FROM fulfilments GROUP BY payment_id, account HAVING count(*) > 1
+SELECT payment_id, account
+FROM fulfilments
+WHERE (payment_id, account) IN (SELECT payment_id, account FROM fulfilments WHERE event_id = ANY(%s))
+GROUP BY payment_id, account
+HAVING count(*) > 1
 """
 
 
@@ -153,11 +158,12 @@ def check(
     for answer in answers:
         by_event[answer.event_id].append(answer)
     acknowledged = sorted(event_id for event_id, seen in by_event.items() if any(a.ok for a in seen))
-    ledger = {row[0]: row[1:] for row in conn.execute(_LEDGER, [sorted(by_event)])}
+    event_ids = sorted(by_event)
+    ledger = {row[0]: row[1:] for row in conn.execute(_LEDGER, [event_ids])}
     verdict = Verdict(events=len(by_event), acknowledged=len(acknowledged))
     verdict.acknowledged_lost = [e for e in acknowledged if ledger.get(e, (0, 0))[1] == 0]
     verdict.ledger_doubled = sorted(e for e, (rows, _) in ledger.items() if rows > 1)
-    verdict.payments_doubled = [(p, a) for p, a in conn.execute(_PAYMENTS_DOUBLED)]
+    verdict.payments_doubled = [(p, a) for p, a in conn.execute(_PAYMENTS_DOUBLED, [event_ids])]
     for event_id, seen in sorted(by_event.items()):
         news = [a for a in seen if a.new]
         if len(news) < 2:
