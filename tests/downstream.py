@@ -14,6 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
+import psycopg
+
+from webhooks.domains.stripe.orders import ORDER_FULFILLED
+from webhooks.traffic import checker
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,6 +80,12 @@ class Downstream:
     def keys(self) -> list[str]:
         with self._lock:
             return [key for key, _ in self.received]
+
+    @property
+    def redelivered(self) -> int:
+        """Deliveries of a key already received."""
+        keys = self.keys()
+        return len(keys) - len(set(keys))
 
     def close(self) -> None:
         self._release.set()
@@ -151,3 +162,21 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def shipped(conn: psycopg.Connection) -> frozenset[str]:
+    """The Idempotency-Key of every fulfilled payment's job (orders.sql keys them by payment)."""
+    return frozenset(f"{ORDER_FULFILLED}:{p}" for (p,) in conn.execute("SELECT payment_id FROM fulfilments"))
+
+
+def delivered(conn: psycopg.Connection, receiver: Downstream, timeout: float) -> checker.Outbox:
+    """Once the receiver has had every shipped payment's job and the queue is empty: the outbox's history."""
+    expected = shipped(conn)
+    queue = "SELECT count(*) FROM pgqueuer WHERE status <> 'failed'"
+    wait_until(
+        lambda: expected <= set(receiver.effects) and conn.execute(queue).fetchone()[0] == 0,
+        timeout,
+        "the workers to deliver every shipped payment's job",
+        interval=0.2,
+    )
+    return checker.Outbox(expected, list(receiver.effects.elements()))

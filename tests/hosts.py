@@ -23,9 +23,8 @@ import psycopg
 
 from tests import netns, pg_servers
 from tests.conftest import SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Supervised, Worker, wait_until
+from tests.downstream import Downstream, Supervised, Worker, delivered
 from tests.pg_servers import Cluster, Server
-from webhooks.domains.stripe.orders import ORDER_FULFILLED
 from webhooks.infra import migrate
 from webhooks.providers import Outgoing
 from webhooks.traffic import checker, samples, sender
@@ -159,24 +158,6 @@ class Storm:
 
 def _shuffled(sent: list[tuple[bytes, Outgoing]]) -> list[tuple[bytes, Outgoing]]:
     return random.sample(sent, len(sent))
-
-
-def shipped(conn: psycopg.Connection) -> frozenset[str]:
-    """The Idempotency-Key of every fulfilled payment's job (orders.sql keys them by payment)."""
-    return frozenset(f"{ORDER_FULFILLED}:{p}" for (p,) in conn.execute("SELECT payment_id FROM fulfilments"))
-
-
-def delivered(conn: psycopg.Connection, receiver: Downstream, timeout: float) -> checker.Outbox:
-    """Once the receiver has had every shipped payment's job and the queue is empty: the outbox's history."""
-    expected = shipped(conn)
-    queue = "SELECT count(*) FROM pgqueuer WHERE status <> 'failed'"
-    wait_until(
-        lambda: expected <= set(receiver.effects) and conn.execute(queue).fetchone()[0] == 0,
-        timeout,
-        "the workers to deliver every shipped payment's job",
-        interval=0.2,
-    )
-    return checker.Outbox(expected, list(receiver.effects.elements()))
 
 
 @dataclass

@@ -34,11 +34,10 @@ import pytest
 
 from tests import pg_servers
 from tests.conftest import ROOT, SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Worker, wait_until
+from tests.downstream import Downstream, Supervised, Worker, delivered, wait_until
 from tests.pg_servers import Cluster, Server, multi_host_url
 from tests.reliability import sized
 from tests.stripe_api import StripeApi, api_env
-from webhooks.domains.stripe.orders import ORDER_FULFILLED
 from webhooks.infra import migrate
 from webhooks.infra.config import CONNECT_TIMEOUT_S, Settings
 from webhooks.traffic import checker, samples, sender
@@ -225,7 +224,7 @@ class SupervisedWorker:
 
     def __init__(self, url: str):
         self.downstream = Downstream()
-        self._env = service_env(
+        env = service_env(
             url,
             WEBHOOK_OUTBOX_URL=self.downstream.url,
             # A job its dead predecessor had picked is retaken soon, and a failed one retried soon.
@@ -233,18 +232,11 @@ class SupervisedWorker:
             WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
             WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS=0.5,
         )
-        self.restarts = 0
-        self._worker = Worker(self._env)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._supervise, daemon=True)
-        self._thread.start()
+        self._worker = Supervised(lambda: Worker(env))
 
-    def _supervise(self) -> None:
-        while not self._stopped.wait(0.2):
-            if self._worker.proc.poll() is not None:
-                self._worker.stop()
-                self._worker = Worker(self._env)
-                self.restarts += 1
+    @property
+    def restarts(self) -> int:
+        return self._worker.restarts
 
     def drain(self, conn: psycopg.Connection) -> checker.Outbox:
         """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history.
@@ -252,32 +244,15 @@ class SupervisedWorker:
         A worker restarted after the failover finds the storm's backlog: the
         wait grows with it.
         """
-        expected = frozenset(
-            f"{ORDER_FULFILLED}:{payment_id}"
-            for (payment_id,) in conn.execute("SELECT payment_id FROM fulfilments")
-        )
-
-        def drained() -> bool:
-            waiting = conn.execute("SELECT count(*) FROM pgqueuer WHERE status <> 'failed'").fetchone()[0]
-            return waiting == 0 and expected <= set(self.downstream.effects)
-
         backlog = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
-        wait_until(
-            drained,
-            30 + backlog / 4,
-            f"the outbox to deliver every fulfilled payment's job ({backlog} waiting)",
-        )
-        return checker.Outbox(expected, list(self.downstream.effects.elements()))
+        return delivered(conn, self.downstream, 30 + backlog / 4)
 
     @property
     def redelivered(self) -> int:
         """Deliveries of a key the receiver had already applied."""
-        keys = self.downstream.keys()
-        return len(keys) - len(set(keys))
+        return self.downstream.redelivered
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join()
         self._worker.stop()
         self.downstream.close()
 
