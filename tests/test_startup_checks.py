@@ -128,7 +128,7 @@ def test_every_refused_delivery_is_logged_with_its_reason(gunicorn):
         (status, error) for _, _, status, error in cases
     ]
     assert all(line["outcome"] == "rejected" for line in logged)
-    assert logged[0]["detail"] == "no valid signature for this body and timestamp"
+    assert logged[0]["detail"] == "no v1 signature in Stripe-Signature is from a configured secret"
     assert logged[1]["detail"] == "body is not a Stripe event object"
     assert logged[2]["event_id"] == live["id"]
     assert "jenny.rosen" not in server.output()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from psycopg import errors
+from psycopg import conninfo, errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded
@@ -26,6 +26,15 @@ def database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     return embedded.url(embedded.pgdata(settings.data_dir))
+
+
+def described(settings: Settings) -> str:
+    """Which database, for a person: DATABASE_URL's name and host (no password), or the embedded folder."""
+    if not settings.database_url:
+        return f"the embedded PostgreSQL in {embedded.pgdata(settings.data_dir)}"
+    info = conninfo.conninfo_to_dict(settings.database_url)
+    where = f"{info.get('host') or 'the local socket'}:{info.get('port') or 5432}"
+    return f"DATABASE_URL's database {info.get('dbname') or info.get('user') or ''} on {where}"
 
 
 def connect(settings: Settings) -> psycopg.Connection:

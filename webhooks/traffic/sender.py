@@ -9,6 +9,7 @@ exponential backoff until it gets a 2xx or its attempt budget runs out.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 import time
@@ -64,6 +65,13 @@ class Result:
     # Non-replayed 200s per event id: more than one means an event took effect twice.
     first_answers: Counter = field(default_factory=Counter)
     dropped: int = 0
+    # Why attempts failed, counted: "503 webhook_secret_missing", or the connection error.
+    failures: Counter = field(default_factory=Counter)
+
+    @property
+    def accepted(self) -> int:
+        """Attempts answered 2xx."""
+        return sum(1 for answer, _ in self.attempts if answer.startswith("2"))
 
     @property
     def deliveries_per_s(self) -> float:
@@ -148,16 +156,27 @@ async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, resu
         await asyncio.gather(*workers, return_exceptions=True)
 
 
+def _error_word(answer: bytes) -> str:
+    """The service's `{"error": ...}`, or the start of any other answer."""
+    try:
+        return str(json.loads(answer)["error"])
+    except (ValueError, KeyError, TypeError):
+        return " ".join(answer[:80].decode(errors="replace").split())
+
+
 async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
     started = time.perf_counter()
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:
-            await response.read()
+            answer = await response.read()
             status = response.status
             replayed = response.headers.get("Idempotent-Replayed") == "true"
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         result.attempts.append(("error", time.perf_counter() - started))
+        result.failures[f"no answer: {type(exc).__name__}: {exc}"] += 1
         return None
+    if not 200 <= status < 300:
+        result.failures[f"{status} {_error_word(answer)}".strip()] += 1
     result.attempts.append((f"{status} replayed" if replayed else str(status), time.perf_counter() - started))
     if status == 200 and not replayed:
         result.first_answers[delivery.event_id] += 1
