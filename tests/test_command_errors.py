@@ -48,7 +48,15 @@ def one_error_line(ran: subprocess.CompletedProcess) -> str:
         ("LOG_LEVEL", "loud", "error: LOG_LEVEL: 'loud' is not one of DEBUG, INFO, WARNING, ERROR"),
     ],
 )
-@pytest.mark.parametrize("argv", [("events", "list"), ("serve",), ("prune", "--older-than", "30d")])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("events", "list"),
+        ("serve",),
+        ("prune", "--older-than", "30d"),
+        ("replay", "--secret", "whsec_test", str(ROOT / "tests" / "stripe_events" / "charge.succeeded.json")),
+    ],
+)
 def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, value, said):
     assert one_error_line(command(*argv, **{setting: value})) == said
 
