@@ -116,6 +116,16 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly(database_url):
     assert listing.wait(timeout=60) == 141
 
 
+def test_replay_with_nothing_listening_says_where_it_sent_in_one_line():
+    url = f"http://127.0.0.1:{conftest._free_port()}/webhooks/stripe"
+    sample = ROOT / "tests" / "stripe_events" / "charge.succeeded.json"
+    ran = command("replay", "--url", url, "--secret", "whsec_test", "--times", "2", str(sample))
+    assert one_error_line(ran) == (
+        f"error: replay: nothing answered at {url}: "
+        "is the service running there? (./bin/serve, PORT or --url)"
+    )
+
+
 # One delivery of each event of one payment, not retried.
 ONE_TRY = ("--secret", "whsec_test", "-n", "1", "-k", "1", "--retry-budget", "1")
 
