@@ -54,7 +54,8 @@ def without_database_url() -> dict:
 )
 def test_a_database_url_naming_a_missing_database_is_one_line_and_exit_1(server_url, argv):
     missing = psycopg.conninfo.make_conninfo(server_url, dbname=f"no_such_{uuid.uuid4().hex[:8]}")
-    ran = command(*argv, DATABASE_URL=missing)
+    # On loopback, so that serve has nothing to say about a missing nginx.
+    ran = command(*argv, DATABASE_URL=missing, HOST="127.0.0.1")
     assert ran.returncode == 1
     [line] = ran.stderr.splitlines()
     assert line.startswith("error: cannot use the database (DATABASE_URL's database no_such_")
