@@ -137,6 +137,26 @@ def _parameterise(statement: str, events: list[dict]) -> str:
     return _TOKEN.sub(splice, statement)
 
 
+# pgqueuer's trigger as migrations/0010_outbox_pgqueuer.sql created it and 0040 dropped it.
+_NOTIFY_TRIGGER = """
+CREATE TRIGGER tg_pgqueuer_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgqueuer
+EXECUTE FUNCTION fn_pgqueuer_changed()
+"""
+
+
+@contextlib.contextmanager
+def notify_trigger(conninfo: str):
+    """pgqueuer's NOTIFY trigger back on the outbox for the block: every enqueue's commit notifies."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(_NOTIFY_TRIGGER)
+    try:
+        yield
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER tg_pgqueuer_changed ON pgqueuer")
+
+
 def script(recorded: list[list[str]]) -> str:
     lines = ["\\set n random(1, 1000000000000000)"]
     for statements in recorded:

@@ -9,6 +9,14 @@ endpoint (HTTP ceiling), pgbench replaying the SQL the service sends
 (database ceiling), and paced at the service's rate,
 the naive check-then-insert handler in a duplicate storm, and the service
 on a ledger pre-filled with --ledger-rows rows (ten million by default).
+The outbox rows time default `python -m webhooks worker` processes draining
+a backlog into a receiver that answers at once or after 100 ms, and the
+wake-up from a commit to the receiver; pgbench_notify is the database ceiling with pgqueuer's NOTIFY
+trigger put back, so what a notifying commit costs shows beside it.
+
+`--sweep-workers 1,2,4` runs the wrk rows at K=1 and K=--duplicates once
+per number of gunicorn workers instead, and prints events/s and per-worker
+efficiency (pin wrk apart with --wrk-cpus).
 
 The machine is shared, so the rows run in rounds (each row once per round,
 in order) and every ratio is taken between rows of the same round; the
@@ -18,9 +26,11 @@ table shows medians over rounds and each round's value.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import os
+import random
 import shlex
 import shutil
 import statistics
@@ -43,7 +53,7 @@ from webhooks.traffic import stripe as stripe_traffic
 from webhooks.traffic.report import markdown_table, percentile
 from webhooks.web.front import INSTALL
 
-from . import apps, cpu, pgbench, profile, servers, wrk
+from . import apps, cpu, outbox, pgbench, profile, servers, wrk
 
 SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
@@ -63,7 +73,24 @@ ROWS = (
     "seed",
     "seed_dup",
     "wrk_trivial",
+    "pgbench_notify",
+    "outbox_drain",
+    "outbox_drain_2",
+    "outbox_drain_slow",
+    "outbox_drain_slow_2",
+    "outbox_wakeup",
 )
+# Per outbox row: its workers, and how long its receiver takes to answer (ms).
+_OUTBOX_ROWS = {
+    "outbox_drain": (1, 0),
+    "outbox_drain_2": (2, 0),
+    "outbox_drain_slow": (1, 100),
+    "outbox_drain_slow_2": (2, 100),
+    "outbox_wakeup": (1, 0),
+}
+_PGBENCH_ROWS = ("pgbench", "pgbench_paced", "pgbench_notify")
+# What --sweep-workers runs at each number of web workers.
+_SWEPT = ("wrk_service", "wrk_service_dup")
 # Rows driven by wrk: (what serves, K > 1, on the pre-filled ledger); the seed
 # rows serve the article's Node handler.
 _WRK_ROWS = {
@@ -117,6 +144,7 @@ class Measure:
     cpu_us: dict[str, float] = field(default_factory=dict)
     # Share of the machine's CPU left idle during the row's window.
     idle: float = math.nan
+    p50_ms: float = math.nan
 
 
 def _row_names(text: str) -> list[str]:
@@ -125,6 +153,16 @@ def _row_names(text: str) -> list[str]:
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
     return names
+
+
+def _worker_counts(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give numbers of workers, such as 1,2,4")
+    return sorted(set(counts))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -163,10 +201,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rows",
         type=_row_names,
-        default=list(ROWS),
         help=f"comma-separated subset of {','.join(ROWS)}, in that order (default: all)",
     )
     parser.add_argument("--wrk-cpus", help="taskset CPU list for wrk (default: not pinned)")
+    parser.add_argument(
+        "--sweep-workers",
+        type=_worker_counts,
+        help="comma-separated numbers of gunicorn workers (WEB_CONCURRENCY): run the rows "
+        f"{', '.join(_SWEPT)} at each and print events/s and per-worker efficiency, instead of --rows",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
@@ -174,11 +217,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "of the service or wrk_service row, whichever runs first",
     )
     args = parser.parse_args(argv)
+    if args.sweep_workers and args.rows is not None:
+        parser.error("--sweep-workers runs its own rows: leave out --rows")
+    if args.rows is None:
+        args.rows = list(_SWEPT if args.sweep_workers else ROWS)
     if args.profile and not set(_PROFILED_ROWS) & set(args.rows):
         parser.error(f"--profile records one of the rows {', '.join(_PROFILED_ROWS)}: none is in --rows")
     if args.profile and shutil.which("py-spy") is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
-    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": ("pgbench", "pgbench_paced")}
+    needs = {"wrk": _WRK_ROWS, "node": ("seed", "seed_dup"), "pgbench": _PGBENCH_ROWS}
     if "wrk_service_front" in args.rows and nginx_binary(Settings.from_env()) is None:
         parser.error(f"the wrk_service_front row needs nginx ({INSTALL})")
     for tool, rows in needs.items():
@@ -195,6 +242,8 @@ class Bench:
         self.args, self.empty, self.filled, self.seed, self.workdir = args, empty, filled, seed, workdir
         self.rates: dict[tuple, float] = {}  # last measured events/s, to size the next round
         self.profile_pending = args.profile
+        # gunicorn's WEB_CONCURRENCY for the wrk rows; None: gunicorn.conf.py's default.
+        self.web_workers: int | None = None
 
     def titles(self) -> dict[str, str]:
         k, c = self.args.duplicates, self.args.concurrency
@@ -214,6 +263,16 @@ class Bench:
             "seed": "seed article's handler (Node: express + pg + stripe), K=1, wrk",
             "seed_dup": f"seed article's handler, K={k} duplicates racing, wrk",
             "wrk_trivial": "HTTP ceiling: trivial Flask endpoint, no DB, wrk",
+            "pgbench_notify": "DB ceiling as above, with pgqueuer's NOTIFY trigger put back on the outbox",
+            "outbox_drain": f"outbox: 1 default worker drains {outbox.BACKLOG:,} jobs into a fast receiver "
+            "(jobs/s; CPU: the worker)",
+            "outbox_drain_2": f"outbox: 2 default workers drain {outbox.BACKLOG:,} jobs "
+            "(jobs/s; CPU: the workers)",
+            "outbox_drain_slow": f"outbox: 1 default worker drains {outbox.BACKLOG:,} jobs into a receiver "
+            "answering after 100 ms",
+            "outbox_drain_slow_2": f"outbox: 2 default workers drain {outbox.BACKLOG:,} jobs into a receiver "
+            "answering after 100 ms",
+            "outbox_wakeup": "outbox wake-up: one job committed at a time, commit to receiver (p99 ms)",
         }
 
     def measure(self, row: str) -> Measure:
@@ -224,10 +283,14 @@ class Bench:
         if row in _WRK_ROWS:
             served, racing, big = _WRK_ROWS[row]
             return self._wrk(served, k if racing else 1, self.filled if big else self.empty, spy_output)
-        if row in ("pgbench", "pgbench_paced"):
+        if row in _OUTBOX_ROWS:
+            return self._outbox(row)
+        if row in _PGBENCH_ROWS:
             # Paced at the rate the service's wrk row reached last (this round's when it ran).
-            pace = self.rates.get(("service", 1, self.empty), 1500) if row == "pgbench_paced" else None
-            outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds, pace)
+            pace = self.rates.get(("service", 1, self.empty, None), 1500) if row == "pgbench_paced" else None
+            notifying = pgbench.notify_trigger if row == "pgbench_notify" else contextlib.nullcontext
+            with notifying(self.empty):
+                outcome = pgbench.run(self.empty, self.args.concurrency, self.args.seconds, pace)
             rate = outcome.deliveries_per_s
             return Measure(
                 rate,
@@ -278,6 +341,7 @@ class Bench:
         env = {
             "DATABASE_URL": servers.libpq_url(dsn) if served == "seed" else dsn,
             "STRIPE_WEBHOOK_SECRET": SECRET,
+            **({"WEB_CONCURRENCY": str(self.web_workers)} if self.web_workers else {}),
         }
         serve = {
             "seed": servers.seed,
@@ -286,12 +350,13 @@ class Bench:
             "trivial": functools.partial(servers.gunicorn, "bench.apps:trivial"),
         }[served]
         requests = self.workdir / "requests"
-        key = (served, duplicates, conninfo)
+        key = (served, duplicates, conninfo, self.web_workers)
         with serve(env, self.workdir / "server.log") as (url, pid, front):
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(WARM_UP_EVENTS), duplicates)
             wrk.run(url, requests, self.args.concurrency, 1, self.args.wrk_cpus)
             # Enough events that wrk never wraps round to replays within the window.
-            count = int(self.rates.get(key, 1500) * self.args.seconds * 1.5) + WARM_UP_EVENTS
+            count = int(self.rates.get(key, 1500 * (self.web_workers or 1)) * self.args.seconds * 1.5)
+            count += WARM_UP_EVENTS
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(count), duplicates)
             before = self._completed(served, conninfo)
             meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name), front)
@@ -312,6 +377,28 @@ class Bench:
             notes,
             {part: seconds / attempts * 1e6 for part, seconds in used.items()},
             meter.idle,
+        )
+
+    def _outbox(self, row: str) -> Measure:
+        workers, delay_ms = _OUTBOX_ROWS[row]
+        with outbox.running(self.empty, workers, SECRET, self.workdir, delay_ms) as running:
+            if row == "outbox_wakeup":
+                jobs = max(50, 20 * self.args.seconds)
+                done = running.wake_ups(jobs, random.Random())
+            else:
+                done = running.drain(outbox.BACKLOG)
+        latencies = [s * 1000 for s in done.latencies_s]
+        notes = Counter({"every job delivered" if done.arrived == done.jobs else "JOBS NOT DELIVERED": 1})
+        if done.posts > done.arrived:
+            notes["delivered again (at least once)"] += done.posts - done.arrived
+        return Measure(
+            done.jobs / done.seconds,
+            done.posts / done.seconds,
+            percentile(latencies, 99) if row == "outbox_wakeup" else math.nan,
+            notes,
+            {part: used / done.jobs * 1e6 for part, used in done.cpu_s.items() if part != "client"},
+            done.idle,
+            percentile(latencies, 50) if row == "outbox_wakeup" else math.nan,
         )
 
     def _completed(self, served: str, conninfo: str) -> int:
@@ -414,6 +501,31 @@ def _ratio_specs(args: argparse.Namespace):
             ("wrk_trivial", "pgbench"),
             _combined,
         ),
+        (
+            "DB ceiling without a NOTIFY per job / with pgqueuer's NOTIFY trigger (pgbench, the "
+            "fulfilment's SQL: notifying commits queue on one lock)",
+            "pgbench",
+            ("pgbench_notify",),
+            min,
+        ),
+        (
+            "outbox: 1 worker's drain / the 300 jobs/s target (target >= 1.0)",
+            "outbox_drain",
+            (),
+            lambda _: _DRAIN_TARGET,
+        ),
+        (
+            "outbox: 2 workers' drain / 1 worker's, fast receiver (2.0 where the cores allow)",
+            "outbox_drain_2",
+            ("outbox_drain",),
+            min,
+        ),
+        (
+            "outbox: 2 workers' drain / 1 worker's, receiver answering after 100 ms (target 2.0)",
+            "outbox_drain_slow_2",
+            ("outbox_drain_slow",),
+            min,
+        ),
         # The same yardstick held to the peer: how far the ceilings are from
         # what a handler doing less than ours reaches on this machine.
         (
@@ -423,6 +535,10 @@ def _ratio_specs(args: argparse.Namespace):
             _combined,
         ),
     ]
+
+
+# What one default worker must drain on a 2-core machine.
+_DRAIN_TARGET = 300.0
 
 
 # (label, row, the pgbench row whose PostgreSQL CPU is the floor's database half)
@@ -463,6 +579,20 @@ def _cpu_through_front(measures: dict[str, Measure]) -> float:
     return (front["workers"] + front["front"] + front["postgres"]) / (direct["workers"] + direct["postgres"])
 
 
+def _median_ms(values: list[float]) -> str:
+    return "-" if any(math.isnan(v) for v in values) else f"{statistics.median(values):.1f}"
+
+
+def _wake_up_rows(rounds: list[dict[str, Measure]]) -> list[list[str]]:
+    """The wake-up's p50 and p99 (ms, not ratios), beside the ratios of the same rounds."""
+    p50 = [r["outbox_wakeup"].p50_ms for r in rounds]
+    p99 = [r["outbox_wakeup"].p99_ms for r in rounds]
+    return [
+        _ratio_row("outbox wake-up p50, ms: commit to receiver (the worker polls)", p50),
+        _ratio_row("outbox wake-up p99, ms (target <= 250)", p99),
+    ]
+
+
 def _median_cpu(measures: list[Measure], part: str) -> str:
     values = [m.cpu_us[part] for m in measures if not math.isnan(m.cpu_us.get(part, math.nan))]
     return f"{statistics.median(values):.0f}" if values else "-"
@@ -483,14 +613,14 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
                 titles[key],
                 f"{statistics.median(m.events_per_s for m in measures):.0f}",
                 f"{statistics.median(m.deliveries_per_s for m in measures):.0f}",
-                f"{statistics.median(m.p99_ms for m in measures):.1f}",
+                _median_ms([m.p99_ms for m in measures]),
                 " / ".join(f"{m.events_per_s:.0f}" for m in measures),
                 *(_median_cpu(measures, part) for part in ("workers", "front", "postgres", "client")),
                 f"{100 * statistics.median(m.idle for m in measures):.0f}",
                 ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
             ]
         )
-    ratios = []
+    ratios = _wake_up_rows(rounds) if "outbox_wakeup" in rows else []
     for label, top, bottoms, combine in _ratio_specs(args):
         if top in rows and all(b in rows for b in bottoms):
             values = [r[top].events_per_s / combine([r[b].events_per_s for b in bottoms]) for r in rounds]
@@ -544,6 +674,65 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
     )
 
 
+def _swept(row: str, workers: int) -> str:
+    return f"{row}@{workers}"
+
+
+def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> str:
+    """Per number of web workers: unique events/s at K=1 and K=--duplicates, and per-worker efficiency.
+
+    Efficiency is events/s at N workers over N times events/s at the fewest
+    swept, both from the same round: 100 % when workers add up.
+    """
+    fewest = args.sweep_workers[0]
+
+    def rates(row: str, workers: int) -> list[float]:
+        return [r[_swept(row, workers)].events_per_s for r in rounds]
+
+    def efficiency(row: str, workers: int) -> str:
+        ratios = [
+            now * fewest / (workers * base) for now, base in zip(rates(row, workers), rates(row, fewest))
+        ]
+        return f"{100 * statistics.median(ratios):.0f} %"
+
+    table = []
+    for workers in args.sweep_workers:
+        measures = [r[_swept(row, workers)] for r in rounds for row in _SWEPT]
+        notes = sum((m.notes for m in measures), Counter())
+        table.append(
+            [
+                str(workers),
+                *(
+                    cell
+                    for row in _SWEPT
+                    for cell in (f"{statistics.median(rates(row, workers)):.0f}", efficiency(row, workers))
+                ),
+                f"{100 * statistics.median(r[_swept(_SWEPT[0], workers)].idle for r in rounds):.0f}",
+                *(" / ".join(f"{v:.0f}" for v in rates(row, workers)) for row in _SWEPT),
+                ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
+            ]
+        )
+    k = args.duplicates
+    pinned = f"wrk pinned to CPUs {args.wrk_cpus}" if args.wrk_cpus else "wrk not pinned (--wrk-cpus)"
+    setup = (
+        f"{os.cpu_count()} cores; {pinned}; {args.concurrency} connections; {args.rounds} rounds of "
+        f"about {args.seconds} s per row; per-worker efficiency: events/s at N workers / (N x events/s "
+        f"at {fewest}), same round; medians over rounds"
+    )
+    header = [
+        "gunicorn workers",
+        "K=1 unique events/s",
+        "per-worker efficiency",
+        f"K={k} unique events/s",
+        "per-worker efficiency",
+        "machine idle % (K=1)",
+        "K=1 per round",
+        f"K={k} per round",
+        "totals",
+    ]
+    return markdown_table(header, table) + "\n\n" + setup + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rounds: list[dict[str, Measure]] = []
@@ -572,14 +761,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] ledger pre-filled in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         for number in range(1, args.rounds + 1):
             rounds.append({})
-            for row in args.rows:
-                rounds[-1][row] = bench.measure(row)
-                print(
-                    f"[bench] round {number} {row}: {rounds[-1][row].events_per_s:.0f} events/s",
-                    file=sys.stderr,
-                )
+            for workers in args.sweep_workers or [None]:
+                bench.web_workers = workers
+                for row in args.rows:
+                    key = row if workers is None else _swept(row, workers)
+                    rounds[-1][key] = bench.measure(row)
+                    print(
+                        f"[bench] round {number} {key}: {rounds[-1][key].events_per_s:.0f} events/s",
+                        file=sys.stderr,
+                    )
     print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
-    print(render(args, bench.titles(), rounds))
+    print(render_sweep(args, rounds) if args.sweep_workers else render(args, bench.titles(), rounds))
     if args.profile:
         if not args.profile.is_file() or not args.profile.stat().st_size:
             print(

@@ -76,6 +76,14 @@ def front(env: dict[str, str], log_path: Path):
         yield url, served.process("gunicorn").pid, [front, *cpu_children(front)]
 
 
+@contextlib.contextmanager
+def receiver(log_path: Path, delay_ms: int = 0):
+    """bench.receiver, the outbox rows' receiver, in a process of its own, once it answers."""
+    env = {"RECEIVER_DELAY_MS": str(delay_ms)}
+    with _served([sys.executable, "-m", "bench.receiver"], ROOT, env, log_path) as served:
+        yield served
+
+
 SEED = ROOT / "bench" / "peers" / "seed"
 
 

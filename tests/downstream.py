@@ -28,6 +28,8 @@ class Downstream:
         self.status = status
         self.stall_first = stall_first
         self.received: list[tuple[str, bytes]] = []
+        # The client ends of the TCP connections the deliveries came on.
+        self.connections: set[tuple[str, int]] = set()
         self.effects: Counter[str] = Counter()
         self.first_arrived = threading.Event()
         self._release = threading.Event()
@@ -37,9 +39,10 @@ class Downstream:
         self.url = f"http://127.0.0.1:{self._server.server_port}/effects"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
-    def _receive(self, key: str, body: bytes) -> tuple[int, bool]:
+    def _receive(self, key: str, body: bytes, client: tuple[str, int]) -> tuple[int, bool]:
         with self._lock:
             self.received.append((key, body))
+            self.connections.add(client)
             first = len(self.received) == 1
             if self.status < 300 and key not in self.effects:
                 self.effects[key] += 1
@@ -49,9 +52,13 @@ class Downstream:
         downstream = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # Keep-alive, as a real API answers: a worker may send many deliveries on one connection.
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status, stall = downstream._receive(self.headers.get("Idempotency-Key"), body)
+                key = self.headers.get("Idempotency-Key")
+                status, stall = downstream._receive(key, body, self.client_address)
                 downstream.first_arrived.set()
                 if stall:
                     downstream._release.wait(60)

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "webhooks"
 
-# Top to bottom (README, "Where the code is"). A module may import from its own
+# Top to bottom (docs/getting-started.md, "Where the code is"). A module may import from its own
 # part of the tree or from a part in a lower layer, never from one beside or above it.
 LAYERS = (
     ("__main__",),

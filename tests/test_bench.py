@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from bench import pgbench, profile, run
+from bench import outbox, pgbench, profile, run
 from tests.conftest import ROOT
+from webhooks.core import outbox as webhooks_outbox
 
 
 def test_pgbench_script_repeats_the_services_transactions_for_new_payments(database_url, db):
@@ -75,3 +76,68 @@ def test_profile_without_a_row_it_records_is_refused_in_one_line(capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         "python -m bench: error: --profile records one of the rows service, wrk_service: none is in --rows"
     )
+
+
+def test_the_outbox_drain_times_every_job_of_a_backlog_to_the_receiver(database_url, tmp_path):
+    with outbox.running(database_url, 1, "whsec_test_bench", tmp_path) as running:
+        done = running.drain(200)
+    assert (done.jobs, done.arrived) == (200, 200)
+    assert done.posts >= done.arrived
+    # Each job is timed from the backlog's one commit to its own arrival.
+    assert len(done.latencies_s) == 200 and 0 < done.latencies_s[-1] <= done.seconds
+
+
+def test_the_notify_row_puts_pgqueuers_trigger_back_only_for_its_block(database_url, db):
+    db.execute("LISTEN ch_pgqueuer")
+    mine = db.info.backend_pid  # the channel is the database's: other schemas' tests notify on it too
+
+    def notified() -> int:
+        return sum(1 for n in db.notifies(timeout=1.0) if n.pid == mine)
+
+    with pgbench.notify_trigger(database_url):
+        webhooks_outbox.enqueue(db, "test.effect", {}, "key-notified")
+        assert notified() == 1
+    webhooks_outbox.enqueue(db, "test.effect", {}, "key-silent")
+    assert notified() == 0
+
+
+def _sweep_round(k1: dict[int, float], k4: dict[int, float]) -> dict[str, run.Measure]:
+    return {
+        **{run._swept("wrk_service", n): run.Measure(rate, rate, 1.0) for n, rate in k1.items()},
+        **{run._swept("wrk_service_dup", n): run.Measure(rate, 4 * rate, 1.0) for n, rate in k4.items()},
+    }
+
+
+def test_the_sweep_prints_each_workers_share_against_the_fewest_in_the_same_round():
+    args = run.parse_args(["--sweep-workers", "4,1,2", "--rounds", "2"])
+    assert args.sweep_workers == [1, 2, 4] and args.rows == ["wrk_service", "wrk_service_dup"]
+    rounds = [
+        _sweep_round({1: 100, 2: 200, 4: 300}, {1: 50, 2: 100, 4: 200}),
+        # A slower round: its ratios are its own, not against the first round's.
+        _sweep_round({1: 50, 2: 100, 4: 150}, {1: 25, 2: 50, 4: 100}),
+    ]
+    lines = run.render_sweep(args, rounds).splitlines()
+    cells = [[cell.strip() for cell in line.strip("|").split("|")][:5] for line in lines[2:5]]
+    assert cells == [
+        ["1", "75", "100 %", "38", "100 %"],
+        ["2", "150", "100 %", "75", "100 %"],
+        ["4", "225", "75 %", "150", "100 %"],
+    ]
+
+
+COUNTS = "give numbers of workers, such as 1,2,4"
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["--sweep-workers", "1,2", "--rows", "seed"], "--sweep-workers runs its own rows: leave out --rows"),
+        (["--sweep-workers", "1,x"], f"argument --sweep-workers: '1,x': {COUNTS}"),
+        (["--sweep-workers", "0,2"], f"argument --sweep-workers: '0,2': {COUNTS}"),
+    ],
+)
+def test_a_bad_sweep_is_refused_in_one_line(capsys, argv, error):
+    with pytest.raises(SystemExit) as exit:
+        run.parse_args(argv)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m bench: error: {error}"

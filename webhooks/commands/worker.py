@@ -35,7 +35,7 @@ def _worker(args: argparse.Namespace) -> int:
         if not migrate.is_current(conn):
             raise CommandError(not_migrated())
     try:
-        asyncio.run(loop.run(service))
+        asyncio.run(loop.run(service, settings.outbox_url))
     finally:
         service.close()
     return 0

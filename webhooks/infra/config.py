@@ -143,11 +143,13 @@ class Settings:
     outbox_backoff_base_s: float = 1.0
     outbox_backoff_max_s: float = 300.0
     outbox_http_timeout_s: float = 10.0
-    # LISTEN/NOTIFY wakes the worker at once; this poll catches a lost notification.
-    outbox_poll_s: float = 5.0
+    # An idle worker looks for new jobs this often: no NOTIFY per job wakes it
+    # (migrations/0040_outbox_without_notify_trigger.sql), so this is the wake-up latency.
+    outbox_poll_s: float = 0.1
     # A job picked by a worker that stopped heartbeating is retaken after this.
     outbox_heartbeat_timeout_s: float = 30.0
-    outbox_concurrency: int = 4
+    # Jobs a worker claims in one dequeue; four times as many may be in flight.
+    outbox_concurrency: int = 16
     # /admin answers only with this token; unset, the page does not exist.
     admin_token: str | None = field(default=None, repr=False)
     # Payload keys `prune` replaces in stored payloads older than its redaction window.

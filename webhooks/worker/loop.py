@@ -2,12 +2,15 @@
 
 Beside them it tells the access flips that time alone made (access.sweep).
 
-pgqueuer runs the loop: it claims jobs with FOR UPDATE SKIP LOCKED (so any
-number of workers share the queue without taking the same job), wakes on
-its NOTIFY channel when the claim's transaction commits a job and polls
-every WEBHOOK_OUTBOX_POLL_SECONDS in case a notification was missed, and
-retakes a job whose worker stopped heartbeating (killed mid-delivery).
-This module decides what a delivery is and what a failure costs.
+pgqueuer runs the loop: it claims jobs in batches with FOR UPDATE SKIP
+LOCKED (so any number of workers share the queue without taking the same
+job), dequeues again at once while a batch comes back full, polls every
+WEBHOOK_OUTBOX_POLL_SECONDS when the queue is empty (no write sends a
+NOTIFY: migrations/0040_outbox_without_notify_trigger.sql), and retakes a
+job whose worker stopped heartbeating (killed mid-delivery).
+This module decides what a delivery is and what a failure costs, and
+gives pgqueuer the connections it needs to keep up (`SplitDriver`, one
+HTTP session).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import asyncio
 import signal
 from datetime import timedelta
 
+import aiohttp
 import psycopg
-import requests
 import structlog
 from pgqueuer import PgQueuer
+from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.domain.errors import RetryRequested
 from pgqueuer.models import Job
+from pgqueuer.ports.driver import Driver, NotifyCallback
 
 from webhooks import bootstrap
 from webhooks.core import outbox
@@ -38,39 +43,50 @@ class DeliveryFailed(RuntimeError):
     """The downstream did not confirm; the message is what an operator sees."""
 
 
-def post(settings: Settings, job: Job) -> None:
-    """One HTTP delivery; any answer but 2xx is a failure to retry."""
+def _kind(job: Job) -> object:
+    return (job.headers or {}).get(outbox.KIND_HEADER)
+
+
+def _key(job: Job) -> str:
+    """The job's idempotency key; a job without one fails at once (KeyError), never sent keyless."""
+    return str((job.headers or {})[outbox.KEY_HEADER])
+
+
+async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
+    """One HTTP delivery; any answer but 2xx (a redirect included) is a failure to retry."""
     try:
-        response = requests.post(
-            settings.outbox_url,
+        async with http.post(
+            url,
             data=job.payload,
             headers={
                 "Content-Type": "application/json",
-                "Idempotency-Key": job.headers[outbox.KEY_HEADER],
+                "Idempotency-Key": _key(job),
             },
-            timeout=settings.outbox_http_timeout_s,
-        )
-        response.raise_for_status()
-    except requests.RequestException as exc:
+            allow_redirects=False,
+        ) as response:
+            await response.read()  # the whole answer, so the connection can be reused
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
+    if not 200 <= response.status < 300:
+        raise DeliveryFailed(f"HTTP {response.status} {response.reason}"[:500])
 
 
-def perform(service: bootstrap.Service, job: Job) -> None:
-    """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed."""
-    if job.headers.get(outbox.KIND_HEADER) != thin.FETCH:
-        return post(service.settings, job)
+async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
+    """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed to `url`."""
+    if _kind(job) != thin.FETCH:
+        return await post(http, url, job)
     try:
-        fetch.run(service, job.payload)
+        # stripe and psycopg are blocking: a thread keeps the loop free for heartbeats.
+        await asyncio.to_thread(fetch.run, service, job.payload or b"")
     except fetch.FetchFailed as exc:
         raise DeliveryFailed(str(exc)[:500]) from exc
 
 
-async def deliver(service: bootstrap.Service, job: Job) -> None:
+async def deliver(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
     settings = service.settings
-    key = job.headers[outbox.KEY_HEADER]
+    key = _key(job)
     try:
-        # requests and psycopg are blocking: a thread keeps the loop free for heartbeats.
-        await asyncio.to_thread(perform, service, job)
+        await perform(service, http, url, job)
     except DeliveryFailed as exc:
         attempt = job.attempts + 1
         if attempt >= settings.outbox_max_attempts:
@@ -107,32 +123,100 @@ async def _sweeping(settings: Settings, url: str) -> None:
         await asyncio.sleep(settings.access_sweep_s)
 
 
-async def run(service: bootstrap.Service) -> None:
-    """Until SIGTERM or SIGINT: the queue, and the access sweep beside it."""
+async def run(service: bootstrap.Service, outbox_url: str) -> None:
+    """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the access sweep beside it."""
     url = database_url(service.settings)
     sweeper = asyncio.create_task(_sweeping(service.settings, url))
     try:
-        await _queue(service, url)
+        await _queue(service, url, outbox_url)
     finally:
         sweeper.cancel()
 
 
-async def _queue(service: bootstrap.Service, url: str) -> None:
+class SplitDriver(Driver):
+    """pgqueuer's psycopg driver with LISTEN on a connection of its own.
+
+    psycopg's notifies() holds its connection's lock while it waits (pgqueuer
+    waits up to a second at a time), so on one shared connection every
+    dequeue, heartbeat and status write queued behind that wait: a few jobs a
+    second, and heartbeats late enough for another worker to retake a job
+    still in flight. Queries go to `queries`, the listener to `listening`.
+    """
+
+    def __init__(self, queries: psycopg.AsyncConnection, listening: psycopg.AsyncConnection):
+        self._queries, self._listening = PsycopgDriver(queries), PsycopgDriver(listening)
+
+    async def fetch(self, query: str, *args: object) -> list[dict[str, object]]:
+        return await self._queries.fetch(query, *args)
+
+    async def execute(self, query: str, *args: object) -> str:
+        return await self._queries.execute(query, *args)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        await self._queries.notify(channel, payload)
+
+    async def add_listener(self, channel: str, callback: NotifyCallback) -> None:
+        await self._listening.add_listener(channel, callback)
+
+    async def remove_listener(self, channel: str, callback: NotifyCallback) -> None:
+        await self._listening.remove_listener(channel, callback)
+
+    @property
+    def shutdown(self) -> asyncio.Event:
+        return self._listening.shutdown
+
+    @property
+    def tm(self):
+        return self._listening.tm
+
+    async def __aenter__(self) -> SplitDriver:
+        await self._listening.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._listening.__aexit__(*exc)
+
+
+def _in_flight(settings: Settings) -> int:
+    """Jobs one worker may hold at once: four dequeues' worth.
+
+    pgqueuer stops dequeuing when a worker holds this many, and then sleeps
+    its minimum poll interval. At twice the batch the dequeue loop filled
+    that headroom before the first batch's completions were written, so it
+    slept after every second batch; at four times the batch, completions
+    free room while it dequeues (docs/benchmark.md, "Outbox: wake-up and drain").
+    """
+    return 4 * settings.outbox_concurrency
+
+
+def _http(settings: Settings) -> aiohttp.ClientSession:
+    """One session for every delivery: connections to the receiver are kept and reused."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=_in_flight(settings)),
+        timeout=aiohttp.ClientTimeout(total=settings.outbox_http_timeout_s),
+    )
+
+
+async def _queue(service: bootstrap.Service, url: str, outbox_url: str) -> None:
     settings = service.settings
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        pgq = PgQueuer.from_psycopg_connection(conn)
+    async with (
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as queries,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as listening,
+        _http(settings) as http,
+    ):
+        pgq = PgQueuer(SplitDriver(queries, listening))
 
         @pgq.entrypoint(outbox.ENTRYPOINT, on_failure="hold")
         async def _deliver(job: Job) -> None:
-            await deliver(service, job)
+            await deliver(service, http, outbox_url, job)
 
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, pgq.shutdown.set)
-        log.info("outbox_worker_started", url=settings.outbox_url)
+        log.info("outbox_worker_started", url=outbox_url)
         await pgq.qm.run(
             dequeue_timeout=timedelta(seconds=settings.outbox_poll_s),
             batch_size=settings.outbox_concurrency,
-            max_concurrent_tasks=2 * settings.outbox_concurrency,
+            max_concurrent_tasks=_in_flight(settings),
             heartbeat_timeout=timedelta(seconds=settings.outbox_heartbeat_timeout_s),
         )

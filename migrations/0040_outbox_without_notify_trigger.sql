@@ -1,0 +1,16 @@
+-- Outbox workers find new jobs by polling (WEBHOOK_OUTBOX_POLL_SECONDS),
+-- not through a NOTIFY sent by every write to the job table.
+--
+-- pgqueuer's trigger called pg_notify on every INSERT, UPDATE and DELETE of
+-- pgqueuer. PostgreSQL commits the transactions that notified one at a
+-- time, under a lock of the whole database: every fulfilment that enqueued
+-- a job, and every job a worker took or finished, queued behind all the
+-- others at commit (docs/benchmark.md, "Outbox: wake-up and drain").
+--
+-- pgqueuer's worker still consumes the table unchanged: between dequeues it
+-- waits at most its dequeue timeout (the poll) for a notification that now
+-- never comes from a write, and its own health-check and cancel messages
+-- are sent by explicit pg_notify, not by this trigger. The function stays,
+-- so `python -m bench` can put the trigger back on a private schema and
+-- measure what it cost.
+DROP TRIGGER tg_pgqueuer_changed ON pgqueuer;

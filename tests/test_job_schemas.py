@@ -1,0 +1,127 @@
+"""Every outbox job real deliveries leave matches its kind's JSON Schema (docs/schemas/<kind>.json).
+
+The stories are the tests' own (tests/stories.py, payment_stories.py,
+subscription_stories.py, shopify.py, the thin events of test_thin_fetch.py),
+delivered through the app as their senders deliver them; the jobs are read
+back from the outbox as the worker would send them. docs/outbox.md links
+each schema.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests import shopify
+from tests.conftest import post_event
+from tests.payment_stories import dispute_lifecycle, refund_lifecycle
+from tests.stories import DAY, CardPayment, card_payment, deliver
+from tests.subscription_stories import MONTH, Story, at, dunning
+from tests.test_thin_fetch import paid_intent, thin_event
+from webhooks.domains.stripe import access
+from webhooks.traffic import samples
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "docs" / "schemas"
+
+
+def _events(story) -> list[dict]:
+    return [evt for _, evt in story]
+
+
+def _payments(client, now: int) -> None:
+    """order.fulfilled, payment.fraud_warning, payment.review, payment.refunded,
+    refund.failed, dispute.opened, dispute.closed."""
+    deliver(client, _events(card_payment(CardPayment(fraud_warned=True), now - 50 * DAY)))
+    held = dict(card_payment(CardPayment(disputed=True), now - 40 * DAY))
+    deliver(client, [held["dispute"], held["intent_succeeded"], held["checkout_paid"]])
+    deliver(client, _events(refund_lifecycle(now - 30 * DAY)))
+    deliver(client, _events(dispute_lifecycle(now - 20 * DAY)))
+
+
+def _subscriptions(client, db, now: int) -> None:
+    """subscription.access_changed told by an event and by the sweep, subscription.trial_ending."""
+    story = Story(now - MONTH - 2 * DAY)
+    deliver(client, _events(dunning(story, "past_due")))
+    assert access.sweep(db, at(story.start + MONTH + 3 * DAY + 60)) == 1
+    trial = Story(now - DAY)
+    fields = {"trial_start": trial.start, "trial_end": now + 2 * DAY}
+    deliver(client, [trial.subscription("trial_will_end", now, "trialing", trial.start, **fields)])
+
+
+def _fetches(client) -> None:
+    """stripe.fetch, for a thin event and for an event of an API version the handlers do not read."""
+    assert post_event(client, thin_event(paid_intent())).status_code == 200
+    evt = samples.payment_events()[1]
+    evt["api_version"] = "2026-09-30.future"
+    assert post_event(client, evt).get_json()["outcome"] == "resync_queued"
+
+
+def _shopify(client) -> None:
+    """Every shopify.* job: an order shipped, refunded and cancelled; one held; a data request."""
+    shipped, held = shopify.order(), shopify.order()
+    for topic, payload in [
+        ("orders/paid", shipped),
+        ("refunds/create", shopify.refund(shipped["id"])),
+        ("orders/cancelled", shopify.cancelled(shipped["id"])),
+        ("refunds/create", shopify.refund(held["id"])),
+        ("orders/paid", held),
+        (
+            "customers/data_request",
+            {
+                "shop_id": 954889,
+                "shop_domain": shopify.SHOP,
+                "orders_requested": [shipped["id"]],
+                "customer": {"id": shipped["customer"]["id"], "email": shipped["email"]},
+                "data_request": {"id": 9999},
+            },
+        ),
+    ]:
+        assert shopify.post(client, topic, payload).status_code == 200, topic
+
+
+@pytest.fixture
+def jobs(make_app, db) -> list[dict]:
+    app = make_app(
+        SHOPIFY_WEBHOOK_SECRET=shopify.SHOPIFY_SECRET,
+        # Only for the resync's enqueue: no call reaches the API.
+        STRIPE_API_KEY="rk_test_schemas",
+    )
+    client, now = app.test_client(), int(time.time())
+    _payments(client, now)
+    _subscriptions(client, db, now)
+    _fetches(client)
+    _shopify(client)
+    rows = db.execute("SELECT convert_from(payload, 'UTF8') FROM pgqueuer ORDER BY id").fetchall()
+    return [json.loads(payload) for (payload,) in rows]
+
+
+def schema(kind: str) -> dict:
+    return json.loads((SCHEMAS / f"{kind}.json").read_text())
+
+
+def test_every_job_real_deliveries_leave_matches_its_kinds_schema(jobs):
+    kinds = {job["kind"] for job in jobs}
+    without = sorted(kind for kind in kinds if not (SCHEMAS / f"{kind}.json").exists())
+    assert without == [], f"job kinds without a schema in docs/schemas/: {without}"
+    for job in jobs:
+        jsonschema.validate(job, schema(job["kind"]), cls=jsonschema.Draft202012Validator)
+    # Each schema describes a kind the service writes, and the stories reach every one.
+    assert kinds == {path.name.removesuffix(".json") for path in SCHEMAS.glob("*.json")}
+
+
+def test_each_schema_is_a_valid_schema_of_its_kind_linked_from_the_outbox_page():
+    page = (ROOT / "docs" / "outbox.md").read_text()
+    for path in sorted(SCHEMAS.glob("*.json")):
+        kind = path.name.removesuffix(".json")
+        jsonschema.Draft202012Validator.check_schema(schema(kind))
+        assert schema(kind)["properties"]["kind"] == {"const": kind}
+        assert f"](schemas/{path.name})" in page, f"docs/outbox.md does not link {path.name}"
+
+
+def test_a_job_that_breaks_its_schema_is_refused():
+    job = {"kind": "order.fulfilled", "payment_id": 42}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(job, schema("order.fulfilled"), cls=jsonschema.Draft202012Validator)
