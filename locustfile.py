@@ -13,7 +13,7 @@ test stops, and a failed audit makes locust exit 1.
 """
 
 import os
-from collections import Counter
+import time
 
 import gevent
 from locust import FastHttpUser, constant, events, task
@@ -21,7 +21,7 @@ from locust import FastHttpUser, constant, events, task
 from webhooks.infra.config import Settings
 from webhooks.providers import Outgoing
 from webhooks.providers.stripe import NAME
-from webhooks.traffic import audit, sender, signing
+from webhooks.traffic import audit, checker, sender, signing
 from webhooks.traffic import stripe as stripe_traffic
 
 DUPLICATES = int(os.environ.get("LOADTEST_DUPLICATES", "4"))
@@ -29,7 +29,7 @@ SECRET = next(iter(Settings.from_env().webhook_secrets), None)
 PATH = f"/webhooks/{NAME}"
 RETRY = sender.Retry()
 sent: dict[str, Outgoing] = {}  # events with at least one delivery answered 2xx, by id
-first_answers: Counter = Counter()
+answers: list[checker.Answer] = []  # every attempt's answer, for the history checker
 
 
 def _deliveries():
@@ -48,7 +48,18 @@ class StripeWebhooks(FastHttpUser):
         body, outgoing = next(_next_delivery)
         for attempt in range(1, RETRY.budget + 1):
             headers = signing.headers(NAME, body, SECRET, outgoing)
+            started = time.monotonic()
             with self.client.post(PATH, data=body, headers=headers, catch_response=True) as response:
+                answers.append(
+                    checker.Answer(
+                        outgoing.event_id,
+                        response.status_code or None,
+                        started,
+                        time.monotonic(),
+                        response.headers.get("Idempotent-Replayed") == "true",
+                        outgoing.account,
+                    )
+                )
                 if not sender.retryable(response.status_code or None):
                     self._answered(outgoing, response)
                     return
@@ -61,8 +72,6 @@ class StripeWebhooks(FastHttpUser):
             response.failure(f"{response.status_code}: {response.text}")
             return
         sent.setdefault(outgoing.event_id, outgoing)
-        if response.headers.get("Idempotent-Replayed") != "true":
-            first_answers[outgoing.event_id] += 1
 
 
 @events.quitting.add_listener
@@ -71,7 +80,7 @@ def _audit(environment, **_) -> None:
     if not url:
         return
     # Only events that were answered: the stop can cut a delivery short.
-    for check in audit.checks(url, stripe_traffic.TRAFFIC, list(sent.values()), first_answers):
+    for check in audit.checks(url, stripe_traffic.TRAFFIC, list(sent.values()), answers):
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
         if not check.passed:
             environment.process_exit_code = 1

@@ -310,7 +310,7 @@ class Bench:
         duplicates = k if row == "service_dup" else 1
         events, measure, result = self._http("wsgi:app", conninfo, duplicates, spy_output)
         sent = [Outgoing(evt["id"], evt["type"]) for evt in events]
-        checks = audit.checks(conninfo, stripe_traffic.TRAFFIC, sent, result.first_answers)
+        checks = audit.checks(conninfo, stripe_traffic.TRAFFIC, sent, result.answers)
         measure.notes["audit passed" if all(c.passed for c in checks) else "AUDIT FAILED"] += 1
         return measure
 

@@ -29,6 +29,7 @@ MODULES = (
     "tests/test_front.py",
     "tests/test_hostile_input.py",
     "tests/test_security.py",
+    "tests/test_failover.py",
 )
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 FULL = os.environ.get("RELIABILITY_FULL") == "1"

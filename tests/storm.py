@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from webhooks.traffic import checker
 from webhooks.traffic.report import percentile
 
 
@@ -15,6 +16,11 @@ class Result:
     status: int
     seconds: float
     replayed: bool
+    started: float  # time.monotonic()
+
+    def answer(self, event_id: str) -> checker.Answer:
+        """This answer in the history checker's terms, for the event it delivered."""
+        return checker.Answer(event_id, self.status, self.started, self.started + self.seconds, self.replayed)
 
 
 def release_together(senders: list[Callable[[], object]]) -> list[Result]:
@@ -24,13 +30,14 @@ def release_together(senders: list[Callable[[], object]]) -> list[Result]:
 
     def run(i: int, send: Callable[[], object]) -> None:
         barrier.wait()
-        started = time.perf_counter()
+        started = time.monotonic()
         try:
             response = send()
             results[i] = Result(
                 response.status_code,
-                time.perf_counter() - started,
+                time.monotonic() - started,
                 response.headers.get("Idempotent-Replayed") == "true",
+                started,
             )
         except BaseException as exc:  # surfaced by the caller's assertion
             results[i] = exc

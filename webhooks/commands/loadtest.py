@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 def _audit(traffic, sent, result: sender.Result) -> list[str]:
     """The audit's checks printed; the names of those that failed."""
     checks = audit.checks(
-        database_url(Settings.from_env()), traffic, [out for _, out in sent], result.first_answers
+        database_url(Settings.from_env()), traffic, [out for _, out in sent], result.answers
     )
     for check in checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")

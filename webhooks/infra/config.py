@@ -52,15 +52,6 @@ def _port(raw: str) -> int:
     return port
 
 
-def _database_url(raw: str) -> str:
-    try:
-        conninfo.conninfo_to_dict(raw)
-    except Exception:
-        # libpq's reason quotes the text, password and all.
-        raise ValueError("not a PostgreSQL URL like postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
-    return raw
-
-
 def _stripe_mode(raw: str) -> str:
     mode = raw.strip().lower()
     if mode not in STRIPE_MODES:
@@ -78,6 +69,29 @@ def _version_range(raw: str) -> tuple[str, str]:
     if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
         raise ValueError(f"must be OLDEST..NEWEST dates, not {raw!r}")
     return bounds
+
+
+# libpq waits for ever on a host that does not answer, and psycopg, which
+# tries the hosts of a multi-host URL one by one, over two minutes: a dead
+# first host would stall every new connection before the next was tried.
+# libpq's minimum, per host (docs/failover.md).
+CONNECT_TIMEOUT_S = 2
+
+
+def _database_url(raw: str) -> str:
+    """DATABASE_URL, with connect_timeout unless it sets one, and for several hosts
+    target_session_attrs=read-write unless it sets one: the service writes, so
+    after a failover it must land on the promoted server, never a standby."""
+    try:
+        params = conninfo.conninfo_to_dict(raw)
+    except Exception:
+        # libpq's reason quotes the text, password and all.
+        raise ValueError("not a PostgreSQL URL like postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
+    defaults = {"connect_timeout": str(CONNECT_TIMEOUT_S)}
+    if "," in f"{params.get('host') or ''}{params.get('hostaddr') or ''}":
+        defaults["target_session_attrs"] = "read-write"
+    missing = {name: value for name, value in defaults.items() if name not in params}
+    return conninfo.make_conninfo(raw, **missing) if missing else raw
 
 
 @dataclass(frozen=True)

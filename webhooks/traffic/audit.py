@@ -6,34 +6,26 @@ holds other traffic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Iterable
 
 import psycopg
 
 from webhooks.providers import Outgoing
 
+from .checker import Answer, Check, check
 from .plugin import Traffic
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    detail: str
+def checks(url: str, traffic: Traffic, sent: list[Outgoing], answers: Iterable[Answer]) -> list[Check]:
+    """The provider's own checks (Traffic.audit), and the history checker's verdict on the answers.
 
-
-def checks(url: str, traffic: Traffic, sent: list[Outgoing], first_answers: dict[str, int]) -> list[Check]:
-    """The provider's own checks (Traffic.audit), and no event answered as new twice.
-
-    `first_answers` counts non-replayed 200s per event id. A first answer can
-    be missing (the client gave up on a 200 that committed, and the retry was
-    answered from the ledger), but never doubled.
+    A first answer can be missing (the client gave up on a 200 that
+    committed, and the retry was answered from the ledger), but never doubled.
     """
     with psycopg.connect(url, autocommit=True) as conn:
         counts = traffic.audit(conn, sent)
-    twice = sorted(event_id for event_id, n in first_answers.items() if n > 1)
-    said = f"{len(twice)} events answered as new more than once" + (f" (e.g. {twice[0]})" if twice else "")
+        verdict = check(conn, answers)
     return [
         *(Check(name, n == 0, f"{n} violations") for name, n in counts.items()),
-        Check("no event answered as new twice", not twice, said),
+        *verdict.checks(),
     ]

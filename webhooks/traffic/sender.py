@@ -22,7 +22,7 @@ from tqdm import tqdm
 from webhooks.providers import Outgoing
 from webhooks.providers.stripe import NAME
 
-from . import signing
+from . import checker, signing
 
 # Stripe waits longer than any delivery should take before it counts a timeout.
 REQUEST_TIMEOUT_S = 30.0
@@ -60,10 +60,8 @@ class Result:
     events: int
     deliveries: int
     elapsed_s: float = 0.0
-    # (label, seconds) per HTTP attempt; label is the status, "200 replayed" or "error".
-    attempts: list[tuple[str, float]] = field(default_factory=list)
-    # Non-replayed 200s per event id: more than one means an event took effect twice.
-    first_answers: Counter = field(default_factory=Counter)
+    # Every HTTP attempt and its answer: the history the checker judges.
+    answers: list[checker.Answer] = field(default_factory=list)
     dropped: int = 0
     # Why attempts failed, counted: "503 webhook_secret_missing", or the connection error.
     failures: Counter = field(default_factory=Counter)
@@ -71,7 +69,12 @@ class Result:
     @property
     def accepted(self) -> int:
         """Attempts answered 2xx."""
-        return sum(1 for answer, _ in self.attempts if answer.startswith("2"))
+        return sum(1 for answer in self.answers if answer.ok)
+
+    @property
+    def attempts(self) -> list[tuple[str, float]]:
+        """(label, seconds) per HTTP attempt; label is the status, "200 replayed" or "error"."""
+        return [(_label(a), a.answered_at - a.sent_at) for a in self.answers]
 
     @property
     def deliveries_per_s(self) -> float:
@@ -83,6 +86,12 @@ class Result:
 
     def latencies_ms(self, label: str | None = None) -> list[float]:
         return sorted(s * 1000 for answer, s in self.attempts if label in (None, answer))
+
+
+def _label(answer: checker.Answer) -> str:
+    if answer.status is None:
+        return "error"
+    return f"{answer.status} replayed" if answer.replayed else str(answer.status)
 
 
 def plan(sent: list[tuple[bytes, Outgoing]], duplicates: int, together: bool) -> list[Delivery]:
@@ -165,19 +174,21 @@ def _error_word(answer: bytes) -> str:
 
 
 async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
-    started = time.perf_counter()
+    started = time.monotonic()
+    status, replayed = None, False
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:
             answer = await response.read()
             status = response.status
             replayed = response.headers.get("Idempotent-Replayed") == "true"
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        result.attempts.append(("error", time.perf_counter() - started))
-        result.failures[f"no answer: {type(exc).__name__}: {exc}"] += 1
-        return None
-    if not 200 <= status < 300:
-        result.failures[f"{status} {_error_word(answer)}".strip()] += 1
-    result.attempts.append((f"{status} replayed" if replayed else str(status), time.perf_counter() - started))
-    if status == 200 and not replayed:
-        result.first_answers[delivery.event_id] += 1
+        result.failures[f"no answer: {type(exc).__name__}: {exc}"] += 1  # recorded as such, and retried
+    else:
+        if not 200 <= status < 300:
+            result.failures[f"{status} {_error_word(answer)}".strip()] += 1
+    result.answers.append(
+        checker.Answer(
+            delivery.event_id, status, started, time.monotonic(), replayed, delivery.outgoing.account
+        )
+    )
     return status
