@@ -4,10 +4,12 @@ import ast
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from tests.conftest import ROOT
@@ -126,3 +128,51 @@ def test_the_readme_links_only_to_files_in_the_repository():
     links = re.findall(r"\]\((?!https?://|#)([^)#]+)", readme)
     assert "docs/contract.md" in links
     assert [link for link in links if not (ROOT / link).exists()] == []
+
+
+def _setup_copy(tmp_path: Path) -> Path:
+    """bin/setup in a project of its own, with the files it hashes, and no .venv yet."""
+    (tmp_path / "bin").mkdir(parents=True)
+    shutil.copy2(ROOT / "bin" / "setup", tmp_path / "bin" / "setup")
+    for name in ("requirements.txt", "requirements-dev.txt", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    return tmp_path / "bin" / "setup"
+
+
+def test_without_python3_venv_bin_setup_names_the_debian_package_in_one_line(tmp_path):
+    # Debian's python3 without python3-venv: the venv module is there, ensurepip is not.
+    stub = tmp_path / "stub"
+    (stub / "ensurepip").mkdir(parents=True)
+    (stub / "ensurepip" / "__init__.py").write_text("raise ImportError('ensurepip is not available')\n")
+    ran = subprocess.run(
+        [str(_setup_copy(tmp_path / "project"))],
+        env={**os.environ, "PYTHONPATH": str(stub), "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 1 and ran.stdout == ""
+    [line] = ran.stderr.splitlines()
+    assert line.startswith("bin/setup: ") and line.endswith(
+        "cannot make a virtual environment: install Debian's python3-venv (apt-get install python3-venv)"
+    )
+    assert not (tmp_path / "project" / ".venv").exists()
+
+
+def test_a_current_environment_is_reused_without_a_word():
+    if not (ROOT / ".venv" / ".setup-stamp").exists():
+        pytest.skip("no .venv made by bin/setup here (bin/test makes it)")
+    ran = subprocess.run([str(ROOT / "bin" / "setup"), "--dev"], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+
+
+def test_the_scripts_install_only_into_the_project_environment():
+    """pip is run by .venv's python alone: never the system's, nor the one a user has active."""
+    scripts = [ROOT / "bin" / name for name in ("setup", "serve", "test")] + [ROOT / ".ci" / "run"]
+    installs = [
+        (script.name, line.strip())
+        for script in scripts
+        for line in script.read_text().splitlines()
+        if "pip install" in line and not line.lstrip().startswith("#")
+    ]
+    assert installs and all(line.startswith('"$venv/bin/python" -m pip install') for _, line in installs)

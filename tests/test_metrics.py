@@ -145,5 +145,7 @@ def test_metrics_are_served_on_the_scrapers_listener_and_not_the_public_one(guni
     other = requests.get(server.metrics_url.replace("/metrics", "/healthz"), timeout=10)
     assert public.status_code == 404 and "webhook_" not in public.text
     assert scraped.status_code == 200 and "webhook_outbox_jobs" in scraped.text
+    # Prometheus's own content type, its charset said once.
+    assert scraped.headers["Content-Type"].count("charset=") == 1
     # The scraper's listener serves nothing else.
     assert other.status_code == 404

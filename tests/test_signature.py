@@ -76,3 +76,31 @@ def test_verify_rejects_when_no_secret_is_configured():
     body = b"{}"
     with pytest.raises(stripe_wire.InvalidSignature):
         stripe_wire.verify(body, stripe_wire.sign(body, SECRET), [], 300)
+
+
+@pytest.mark.parametrize(
+    "case, reason",
+    [
+        ("stale", "signed more than 300 s ago: a replay, or a clock that is off"),
+        ("wrong_secret", "no v1 signature in Stripe-Signature is from a configured secret"),
+        ("stale_and_wrong_secret", "no v1 signature in Stripe-Signature is from a configured secret"),
+        ("no_v1", "Stripe-Signature has no v1 signature"),
+        ("no_timestamp", "Stripe-Signature must carry exactly one timestamp"),
+        ("future", "timestamp is in the future"),
+    ],
+)
+def test_the_logged_reason_says_which_check_a_signature_failed(case, reason):
+    """The sender only hears `invalid_signature`; the log tells a stale delivery from a wrong secret."""
+    body = b'{"id": "evt_1"}'
+    now = int(time.time())
+    header = {
+        "stale": stripe_wire.sign(body, SECRET, now - 301),
+        "wrong_secret": stripe_wire.sign(body, "whsec_someone_else", now),
+        "stale_and_wrong_secret": stripe_wire.sign(body, "whsec_someone_else", now - 301),
+        "no_v1": f"t={now},v0=abc",
+        "no_timestamp": stripe_wire.sign(body, SECRET, now).split(",", 1)[1],
+        "future": stripe_wire.sign(body, SECRET, now + 3600),
+    }[case]
+    with pytest.raises(stripe_wire.InvalidSignature) as refused:
+        stripe_wire.verify(body, header, [SECRET], 300, now=now)
+    assert str(refused.value) == reason

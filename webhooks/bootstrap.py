@@ -21,7 +21,7 @@ from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
 from webhooks.domains import stripe as stripe_domain
 from webhooks.domains.stripe import access
-from webhooks.infra.config import Settings
+from webhooks.infra.config import SettingError, Settings
 from webhooks.infra.db import LazyPool, database_url
 from webhooks.providers import Provider, Providers, github, shopify, standard, stripe
 
@@ -50,7 +50,10 @@ def handlers(settings: Settings) -> Registry:
         if domain is not None:
             domain.register(registry, settings)
     for name in settings.handler_modules:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except (ImportError, SyntaxError) as exc:
+            raise SettingError(f"WEBHOOK_HANDLER_MODULES: cannot import {name}: {exc}") from None
         registry.include(module)
         if callable(getattr(module, "register", None)):
             module.register(registry, settings)

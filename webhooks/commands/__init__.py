@@ -1,4 +1,4 @@
-"""`python -m webhooks COMMAND`: the operator's entry points, one module per command."""
+"""`webhooks COMMAND` (`python -m webhooks COMMAND`): the operator's entry points, one module per command."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ COMMANDS = (migrate, serve, db, worker, events, prune, replay, loadtest, subscri
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webhooks", description=__doc__)
+    parser = argparse.ArgumentParser(prog="webhooks", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(commands)
@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not hasattr(args, "extra_args"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra_args = extra
+    return errors.run(_logged, args)
+
+
+def _logged(args: argparse.Namespace) -> int:
     # Before anything logs: JSON lines, short tracebacks, no locals (so no payloads).
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-    return errors.run(args.func, args)
+    return args.func(args)

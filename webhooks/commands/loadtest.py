@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from webhooks.bootstrap import PROVIDERS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
 from webhooks.traffic import audit, github, report, sender, shopify, standard, stripe
+from webhooks.web import startup
 
 from . import sending
 from .errors import CommandError
@@ -79,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
             f"loadtest: no traffic for provider {args.provider}: add one (webhooks/traffic/plugin.py)"
         )
     sent = traffic.events(args.events)
+    url = sending.url(args)
     result = sender.deliver(
-        sending.url(args),
+        url,
         secret,
         sender.plan(sent, args.duplicates, together=args.order == "together"),
         args.concurrency,
@@ -89,15 +92,44 @@ def run(args: argparse.Namespace) -> int:
         progress=sys.stderr.isatty(),
         provider=args.provider,
     )
+    if not result.accepted:
+        # Not a load test at all: no table to show, and the audit would only blame the database.
+        raise CommandError(f"loadtest: no delivery to {url} was accepted: {_cause(result, args.provider)}")
     print(report.latency_table(result), end="\n\n")
     print(report.throughput_table(result, args.concurrency), end="\n\n")
-    if args.no_audit:
-        return 0 if result.dropped == 0 else 1
-    url = database_url(Settings.from_env())
-    checks = audit.checks(url, traffic, [out for _, out in sent], result.answers)
+    failed = [] if args.no_audit else _audit(traffic, sent, result)
+    if result.dropped:
+        print(
+            f"loadtest: {result.dropped} of {result.deliveries} deliveries were never accepted: "
+            f"{_cause(result, args.provider)}",
+            file=sys.stderr,
+        )
+    elif failed:
+        print(f"loadtest: audit failed: {'; '.join(failed)}", file=sys.stderr)
+    return 1 if failed or result.dropped else 0
+
+
+def _audit(traffic, sent, result: sender.Result) -> list[str]:
+    """The audit's checks printed; the names of those that failed."""
+    checks = audit.checks(
+        database_url(Settings.from_env()), traffic, [out for _, out in sent], result.answers
+    )
     for check in checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.detail}")
-    failed = [check.name for check in checks if not check.passed]
-    if failed:
-        print(f"loadtest: audit failed: {'; '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+    return [check.name for check in checks if not check.passed]
+
+
+def _cause(result: sender.Result, provider: str) -> str:
+    """The commonest failed answer, and what usually causes it."""
+    [(answer, count)] = result.failures.most_common(1)
+    setting = PROVIDERS[provider].secret_setting
+    hints = {
+        f"503 {startup.SECRET_MISSING}": f"the service has no {setting}: set it where the service runs",
+        "400 invalid_signature": f"the service's {setting} is not the one signed with (--secret, {setting})",
+        f"503 {startup.SCHEMA_NOT_CURRENT}": "the service's database is not migrated: run `webhooks migrate`",
+    }
+    hint = (
+        "is the service running there? (./bin/serve, PORT or --url)" if answer.startswith("no answer") else ""
+    )
+    hint = hints.get(answer, hint)
+    return f"{answer} ({count} times){'; ' + hint if hint else ''}"

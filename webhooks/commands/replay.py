@@ -110,8 +110,13 @@ def _from_ledger(args: argparse.Namespace) -> list[Replayable]:
 
 def _send(session: requests.Session, args, secret: str, event: Replayable, attempt: int) -> bool:
     headers = signing.headers(args.provider, event.body, secret, event.outgoing)
+    url = sending.url(args)
     try:
-        response = session.post(sending.url(args), data=event.body, headers=headers, timeout=30)
+        response = session.post(url, data=event.body, headers=headers, timeout=30)
+    except requests.ConnectionError:
+        raise CommandError(
+            f"replay: nothing answered at {url}: is the service running there? (./bin/serve, PORT or --url)"
+        ) from None
     except requests.RequestException as exc:
         print(f"{event.label} #{attempt}: {type(exc).__name__}: {exc}")
         return False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from webhooks.bootstrap import PROVIDERS
 from webhooks.infra.config import Settings
@@ -14,7 +13,7 @@ from .errors import CommandError
 
 def local_url(provider: str = NAME) -> str:
     """The provider's URL on the service this machine runs (port from $PORT)."""
-    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/webhooks/{provider}"
+    return f"http://127.0.0.1:{Settings.from_env().port}/webhooks/{provider}"
 
 
 def positive_int(text: str) -> int:
@@ -37,7 +36,7 @@ def command_parser(subparsers, name: str, doc: str, help: str) -> argparse.Argum
     )
     parser.add_argument(
         "--url",
-        help=f"endpoint (default: {local_url('PROVIDER')}, from $PORT)",
+        help="endpoint (default: http://127.0.0.1:$PORT/webhooks/PROVIDER, PORT 8000 unless set)",
     )
     parser.add_argument(
         "--secret",

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import structlog
 
+from webhooks import bootstrap
 from webhooks.infra import embedded, migrate
 from webhooks.infra.config import Settings
 from webhooks.web import front
@@ -211,6 +212,8 @@ def _database(settings: Settings):
 
 def _serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
+    # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
+    bootstrap.handlers(settings)
     port = args.port or settings.port
     nginx = nginx_binary(settings)
     host = settings.host

@@ -18,7 +18,7 @@ from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
 from webhooks.worker import loop
 
-from .errors import CommandError
+from .errors import CommandError, not_migrated
 
 log = structlog.get_logger(__name__)
 
@@ -28,13 +28,12 @@ def _worker(args: argparse.Namespace) -> int:
     # pgqueuer's own INFO lines repeat our outbox_retry; its errors still show.
     logging.getLogger("pgqueuer").setLevel(logging.WARNING)
     if not settings.outbox_url:
-        log.error("outbox_worker_not_configured", missing="WEBHOOK_OUTBOX_URL")
-        return 2
-    with psycopg.connect(database_url(settings)) as conn:
-        if not migrate.is_current(conn):
-            raise CommandError("the database is not migrated: run `python -m webhooks migrate` first")
+        raise CommandError("WEBHOOK_OUTBOX_URL is not set: the worker POSTs each outbox job there")
     # The stripe.fetch job applies events: the same handlers as the web app's.
     service = bootstrap.build(settings, min_size=1, max_size=2)
+    with psycopg.connect(database_url(settings)) as conn:
+        if not migrate.is_current(conn):
+            raise CommandError(not_migrated())
     try:
         asyncio.run(loop.run(service, settings.outbox_url))
     finally:

@@ -7,8 +7,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from psycopg import ProgrammingError
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg import conninfo
+
+
+class SettingError(ValueError):
+    """A variable set to something it cannot be: the message names the variable, never a secret's value."""
 
 
 def _csv(raw: str | None) -> tuple[str, ...]:
@@ -28,10 +31,31 @@ def parse_span(text: str) -> timedelta:
     return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
+def _whole(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+
+
+def _number(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+
+
+def _port(raw: str) -> int:
+    port = _whole(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
 def _stripe_mode(raw: str) -> str:
     mode = raw.strip().lower()
     if mode not in STRIPE_MODES:
-        raise ValueError(f"STRIPE_MODE must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
+        raise ValueError(f"must be one of {', '.join(STRIPE_MODES)}, not {mode!r}")
     return mode
 
 
@@ -43,7 +67,7 @@ def _version_range(raw: str) -> tuple[str, str]:
     except ValueError:
         bounds = ()
     if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
-        raise ValueError(f"STRIPE_API_VERSIONS must be OLDEST..NEWEST dates, not {raw!r}")
+        raise ValueError(f"must be OLDEST..NEWEST dates, not {raw!r}")
     return bounds
 
 
@@ -59,14 +83,15 @@ def _database_url(raw: str) -> str:
     target_session_attrs=read-write unless it sets one: the service writes, so
     after a failover it must land on the promoted server, never a standby."""
     try:
-        params = conninfo_to_dict(raw)
-    except ProgrammingError:
-        raise ValueError("DATABASE_URL is not a libpq connection string or postgresql:// URL") from None
+        params = conninfo.conninfo_to_dict(raw)
+    except Exception:
+        # libpq's reason quotes the text, password and all.
+        raise ValueError("not a PostgreSQL URL like postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
     defaults = {"connect_timeout": str(CONNECT_TIMEOUT_S)}
     if "," in f"{params.get('host') or ''}{params.get('hostaddr') or ''}":
         defaults["target_session_attrs"] = "read-write"
     missing = {name: value for name, value in defaults.items() if name not in params}
-    return make_conninfo(raw, **missing) if missing else raw
+    return conninfo.make_conninfo(raw, **missing) if missing else raw
 
 
 @dataclass(frozen=True)
@@ -173,15 +198,22 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
-        """Each variable that is set and not empty overrides its field's default."""
+        """Each variable set and not empty overrides its field's default; SettingError names a bad one."""
         env = os.environ if env is None else env
         return cls(
             **{
-                name: parse(env[variable])
+                name: _parsed(variable, parse, env[variable])
                 for name, (variable, parse) in _FROM_ENV.items()
                 if env.get(variable)
             }
         )
+
+
+def _parsed(variable: str, parse, raw: str):
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise SettingError(f"{variable}: {exc}") from None
 
 
 # field -> (environment variable, parser)
@@ -192,45 +224,45 @@ _FROM_ENV = {
     "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
     "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
     "host": ("HOST", str),
-    "port": ("PORT", int),
+    "port": ("PORT", _port),
     "metrics_host": ("METRICS_HOST", str),
-    "metrics_port": ("METRICS_PORT", int),
+    "metrics_port": ("METRICS_PORT", _port),
     "front_dir": ("WEBHOOK_FRONT_DIR", str),
-    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", int),
-    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", int),
+    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", _whole),
+    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", _whole),
     "nginx": ("WEBHOOK_NGINX", str),
-    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", int),
-    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", int),
-    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", float),
-    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", int),
-    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", int),
-    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", int),
-    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", int),
-    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", int),
-    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", float),
-    "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", float),
+    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", _whole),
+    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", _whole),
+    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", _number),
+    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", _whole),
+    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", _whole),
+    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", _whole),
+    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", _whole),
+    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", _whole),
+    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _number),
+    "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _number),
     "data_dir": ("WEBHOOK_DATA_DIR", str),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
     "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
     "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
     "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
-    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", int),
-    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", float),
-    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", float),
-    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", float),
-    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", float),
-    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", float),
-    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", int),
+    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", _whole),
+    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", _number),
+    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", _number),
+    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", _number),
+    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", _number),
+    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", _number),
+    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", _whole),
     "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
     "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
     "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
-    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", float),
+    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", _number),
     "stripe_api_key": ("STRIPE_API_KEY", str),
     "stripe_api_version": ("STRIPE_API_VERSION", str),
     "stripe_api_base": ("STRIPE_API_BASE", str),
-    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", float),
-    "stripe_api_retries": ("STRIPE_API_RETRIES", int),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", _number),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", _whole),
     "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
 }

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from psycopg import errors
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg import conninfo, errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded
@@ -51,9 +50,18 @@ def network_options(settings: Settings) -> dict[str, str]:
 
 def with_network_options(url: str, settings: Settings) -> str:
     """`url` with the network options it does not set itself."""
-    given = conninfo_to_dict(url)
+    given = conninfo.conninfo_to_dict(url)
     missing = {k: v for k, v in network_options(settings).items() if k not in given}
-    return make_conninfo(url, **missing)
+    return conninfo.make_conninfo(url, **missing)
+
+
+def described(settings: Settings) -> str:
+    """Which database, for a person: DATABASE_URL's name and host (no password), or the embedded folder."""
+    if not settings.database_url:
+        return f"the embedded PostgreSQL in {embedded.pgdata(settings.data_dir)}"
+    info = conninfo.conninfo_to_dict(settings.database_url)
+    where = f"{info.get('host') or 'the local socket'}:{info.get('port') or 5432}"
+    return f"DATABASE_URL's database {info.get('dbname') or info.get('user') or ''} on {where}"
 
 
 def connect(settings: Settings) -> psycopg.Connection:

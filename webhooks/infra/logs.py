@@ -10,6 +10,8 @@ import psycopg
 import structlog
 from gunicorn import glogging
 
+from .config import SettingError
+
 # The innermost frames say where it broke; the outer ones are the framework's.
 _FRAMES = 8
 _MESSAGE_CHARS = 300
@@ -77,6 +79,8 @@ def formatter() -> logging.Formatter:
 
 def configure(level: str = "INFO") -> None:
     """structlog for our loggers, and the stdlib root (pgqueuer, psycopg_pool, ...) through it."""
+    if not isinstance(logging.getLevelName(level), int):
+        raise SettingError(f"LOG_LEVEL: {level!r} is not one of DEBUG, INFO, WARNING, ERROR")
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(formatter())
     root = logging.getLogger()

@@ -74,6 +74,12 @@ class UnsupportedApiVersion(Unprocessable):
 # --- Stripe-Signature -------------------------------------------------------
 
 
+def _values(header: str, key: str) -> list[str]:
+    return [
+        value for name, _, value in (item.partition("=") for item in header.split(",")) if name.strip() == key
+    ]
+
+
 def _timestamp(header: str) -> int:
     """The header's one timestamp.
 
@@ -81,9 +87,7 @@ def _timestamp(header: str) -> int:
     first while anything else reading the header (a proxy, a later library
     version) may take another; refusing the ambiguity leaves no such gap.
     """
-    stamps = [
-        value for key, _, value in (item.partition("=") for item in header.split(",")) if key.strip() == "t"
-    ]
+    stamps = _values(header, "t")
     if len(stamps) != 1:
         raise InvalidSignature("Stripe-Signature must carry exactly one timestamp")
     try:
@@ -99,7 +103,14 @@ def verify(
     tolerance_s: int,
     now: float | None = None,
 ) -> str:
-    """The body as text if any secret signs it; InvalidSignature otherwise."""
+    """The body as text if any secret signs it; InvalidSignature otherwise.
+
+    The sender is told only `invalid_signature`; the reason, logged, says which
+    check failed: a malformed header, no signature from a configured secret
+    (another endpoint's secret, a key pasted for one), or a stale timestamp
+    (a replay, a clock that is off). The library folds the last two together,
+    so the signature is checked without its tolerance and the age after.
+    """
     if not header:
         raise InvalidSignature("missing Stripe-Signature header")
     if len(header) > _MAX_HEADER_CHARS:
@@ -108,21 +119,26 @@ def verify(
     if not secrets:
         raise InvalidSignature("no webhook secret configured")
     timestamp = _timestamp(header)
+    if not _values(header, stripe.WebhookSignature.EXPECTED_SCHEME):
+        raise InvalidSignature("Stripe-Signature has no v1 signature")
     try:
         payload = body.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidSignature("body is not UTF-8") from None
-    if not any(_signed_by(payload, header, s, tolerance_s) for s in secrets):
-        raise InvalidSignature("no valid signature for this body and timestamp")
+    if not any(_signed_by(payload, header, s) for s in secrets):
+        raise InvalidSignature("no v1 signature in Stripe-Signature is from a configured secret")
     now = time.time() if now is None else now
+    if timestamp < now - tolerance_s:
+        raise InvalidSignature(f"signed more than {tolerance_s} s ago: a replay, or a clock that is off")
     if timestamp > now + tolerance_s:
         raise InvalidSignature("timestamp is in the future")
     return payload
 
 
-def _signed_by(payload: str, header: str, secret: str, tolerance_s: int) -> bool:
+def _signed_by(payload: str, header: str, secret: str) -> bool:
+    """The HMAC alone (the library's constant-time comparison); the age is checked apart."""
     try:
-        return stripe.WebhookSignature.verify_header(payload, header, secret, tolerance_s)
+        return stripe.WebhookSignature.verify_header(payload, header, secret, tolerance=None)
     except (stripe.SignatureVerificationError, TypeError, ValueError):
         return False
 

@@ -9,9 +9,11 @@ exponential backoff until it gets a 2xx or its attempt budget runs out.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -61,6 +63,13 @@ class Result:
     # Every HTTP attempt and its answer: the history the checker judges.
     answers: list[checker.Answer] = field(default_factory=list)
     dropped: int = 0
+    # Why attempts failed, counted: "503 webhook_secret_missing", or the connection error.
+    failures: Counter = field(default_factory=Counter)
+
+    @property
+    def accepted(self) -> int:
+        """Attempts answered 2xx."""
+        return sum(1 for answer in self.answers if answer.ok)
 
     @property
     def attempts(self) -> list[tuple[str, float]]:
@@ -156,16 +165,27 @@ async def _deliver_all(url, sign, deliveries, concurrency, jitter_s, retry, resu
         await asyncio.gather(*workers, return_exceptions=True)
 
 
+def _error_word(answer: bytes) -> str:
+    """The service's `{"error": ...}`, or the start of any other answer."""
+    try:
+        return str(json.loads(answer)["error"])
+    except (ValueError, KeyError, TypeError):
+        return " ".join(answer[:80].decode(errors="replace").split())
+
+
 async def _attempt(session, url: str, headers: dict, delivery: Delivery, result: Result) -> int | None:
     started = time.monotonic()
     status, replayed = None, False
     try:
         async with session.post(url, data=delivery.body, headers=headers) as response:
-            await response.read()
+            answer = await response.read()
             status = response.status
             replayed = response.headers.get("Idempotent-Replayed") == "true"
-    except (aiohttp.ClientError, asyncio.TimeoutError):
-        pass  # no answer: recorded as such, and retried
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        result.failures[f"no answer: {type(exc).__name__}: {exc}"] += 1  # recorded as such, and retried
+    else:
+        if not 200 <= status < 300:
+            result.failures[f"{status} {_error_word(answer)}".strip()] += 1
     result.answers.append(
         checker.Answer(
             delivery.event_id, status, started, time.monotonic(), replayed, delivery.outgoing.account
