@@ -107,6 +107,8 @@ _EXECUTES_CODE = {
     ("ledger.py", "query"),
     ("access.py", "claim_sql"),
     ("scope.py", "query"),
+    # pgqueuer's own statements, passed through to its driver unchanged.
+    ("loop.py", "query"),
     # A table of statements made from a fixed tuple of column names.
     ("orders.py", "_MARK[fact]"),
     # Composed with psycopg.sql from this module's own constants.

@@ -68,7 +68,7 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
     if not 200 <= response.status < 300:
-        raise DeliveryFailed(f"HTTP {response.status} {response.reason}"[:500])
+        raise DeliveryFailed(f"HTTP {response.status} {response.reason} from {url}"[:500])
 
 
 async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
