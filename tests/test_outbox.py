@@ -169,7 +169,7 @@ def test_a_failing_downstream_is_retried_with_backoff_then_dead_lettered(
     assert downstream.keys() == [key, key, key]
     [job] = outbox.pending(db)
     assert job.status == outbox.DEAD
-    assert job.last_error == "HTTP 500 Internal Server Error"
+    assert job.last_error == f"HTTP 500 Internal Server Error from {downstream.url}"
 
 
 def test_a_fulfilment_commit_sends_no_notification(database_url, db):
