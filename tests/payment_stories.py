@@ -169,22 +169,27 @@ def _invoice_payment(shape: str, sub: str, n: int, at: int) -> list[tuple[str, d
         for _, evt in events:
             evt["api_version"] = PRE_BASIL
     else:
-        link = {
-            "id": samples.stripe_id("inpay"),
-            "object": "invoice_payment",
-            "amount_paid": 1500,
-            "amount_requested": 1500,
-            "created": at,
-            "currency": "usd",
-            "invoice": invoice_id,
-            "is_default": True,
-            "livemode": False,
-            "status": "paid",
-            "payment": {"type": "payment_intent", "payment_intent": intent_id},
-            "status_transitions": {"canceled_at": None, "paid_at": at + 1},
-        }
+        link = invoice_payment(invoice_id, intent_id, 1500, at, paid_at=at + 1)
         events.append((f"link_{n}", samples.event("invoice_payment.paid", link, at + 2)))
     return events
+
+
+def invoice_payment(invoice_id: str, intent_id: str, amount: int, created: int, paid_at: int) -> dict:
+    """From basil on, what ties a paid invoice to its PaymentIntent: a paid InvoicePayment."""
+    return {
+        "id": samples.stripe_id("inpay"),
+        "object": "invoice_payment",
+        "amount_paid": amount,
+        "amount_requested": amount,
+        "created": created,
+        "currency": "usd",
+        "invoice": invoice_id,
+        "is_default": True,
+        "livemode": False,
+        "status": "paid",
+        "payment": {"type": "payment_intent", "payment_intent": intent_id},
+        "status_transitions": {"canceled_at": None, "paid_at": paid_at},
+    }
 
 
 # Before basil, a charge's `refunds` list came with every charge up to API

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import post_event
-from tests.payment_stories import PRE_BASIL, decisions, jobs, subscription_payments
+from tests.payment_stories import PRE_BASIL, decisions, invoice_payment, jobs, subscription_payments
 from tests.stories import CardPayment, card_payment, deliver, fixture
 from tests.storm import release_together
 from webhooks.traffic import samples
@@ -201,20 +201,7 @@ def _post_purchase_invoice(shape: str) -> list[dict]:
         paid["api_version"] = PRE_BASIL
         invoice.update(payment_intent=intent_id, subscription=None)
         return [session_evt, intent_evt, paid]
-    link = {
-        "id": samples.stripe_id("inpay"),
-        "object": "invoice_payment",
-        "amount_paid": 3000,
-        "amount_requested": 3000,
-        "created": NOW,
-        "currency": "usd",
-        "invoice": invoice_id,
-        "is_default": True,
-        "livemode": False,
-        "status": "paid",
-        "payment": {"type": "payment_intent", "payment_intent": intent_id},
-        "status_transitions": {"canceled_at": None, "paid_at": NOW},
-    }
+    link = invoice_payment(invoice_id, intent_id, 3000, NOW, paid_at=NOW)
     return [session_evt, intent_evt, paid, samples.event("invoice_payment.paid", link, NOW)]
 
 
