@@ -196,9 +196,9 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
         name=f"webhooks-{os.getpid()}",
     )
     options.update(overrides)
-    pool = ConnectionPool(
-        with_network_options(url or database_url(settings), settings), open=False, **options
-    )
+    # database_url() already carries the network options; a URL handed in gets them here.
+    target = with_network_options(url, settings) if url else database_url(settings)
+    pool = ConnectionPool(target, open=False, **options)
     pool.open(wait=False)
     return pool
 
