@@ -94,7 +94,10 @@ def configure(level: str = "INFO") -> None:
     structlog.configure(
         processors=[*_SHARED, *_RENDER],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        # One write per line, newline included: print() writes the newline
+        # separately, and with PYTHONUNBUFFERED=1 (common on platforms) another
+        # worker's line sharing this stdout could land between the two.
+        logger_factory=structlog.WriteLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
 

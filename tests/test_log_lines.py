@@ -1,0 +1,46 @@
+"""Log lines stay whole when several processes share one stdout.
+
+gunicorn's workers inherit the master's stdout, and platforms commonly run
+Python with PYTHONUNBUFFERED=1. A line written in two pieces (the message,
+then its newline) can then have another worker's line land between them.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+LINES = 3000
+PROCESSES = 4
+# Each process waits for this moment, so their writes overlap.
+_WRITER = """
+import sys, time
+from webhooks.infra import logs
+import structlog
+logs.configure()
+log = structlog.get_logger()
+start = float(sys.argv[1])
+time.sleep(max(0.0, start - time.time()))
+for n in range(int(sys.argv[2])):
+    log.info("line", n=n, filler="x" * 200)
+"""
+
+
+def test_worker_processes_sharing_stdout_write_whole_json_lines(tmp_path):
+    out = tmp_path / "shared.log"
+    start = time.time() + 3
+    with open(out, "w") as shared:
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WRITER, str(start), str(LINES)],
+                stdout=shared,
+                stderr=subprocess.PIPE,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            for _ in range(PROCESSES)
+        ]
+        errors = [writer.communicate(timeout=120)[1] for writer in writers]
+    assert all(writer.returncode == 0 for writer in writers), errors
+    lines = out.read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["line"] * (LINES * PROCESSES)
