@@ -111,6 +111,25 @@ class Worker:
     def output(self) -> str:
         return self.log_path.read_text()
 
+    @property
+    def started(self) -> int:
+        """Times it has connected and begun taking jobs."""
+        return self.output().count('"event": "outbox_worker_started"')
+
+    def wait_started(self, timeout: float = 60) -> None:
+        """Until it takes jobs; at once, with its output, if it exits first."""
+        wait_until(lambda: self.started or self.proc.poll() is not None, timeout, "the worker to start")
+        self.assert_running()
+
+    @property
+    def reconnects(self) -> int:
+        """Times it connected to the database again by itself after losing its connections."""
+        return self.output().count('"event": "outbox_worker_reconnecting"')
+
+    def assert_running(self) -> None:
+        """It never exited: it rode out every lost connection by itself."""
+        assert self.proc.poll() is None, self.output()
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
@@ -123,34 +142,6 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
-
-
-class Supervised:
-    """A process started again whenever it exits, as a process manager runs the Procfile's.
-
-    The worker exits, in one line, when its database connection is lost
-    (pgqueuer's listener cannot carry on without it).
-    """
-
-    def __init__(self, start: Callable[[], Worker]):
-        self._start = start
-        self.current = start()
-        self.restarts = 0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._stopped.wait(0.2):
-            if self.current.proc.poll() is not None:
-                self.current.stop()
-                self.current = self._start()
-                self.restarts += 1
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join()
-        self.current.stop()
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):

@@ -23,7 +23,7 @@ import psycopg
 
 from tests import netns, pg_servers
 from tests.conftest import SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Supervised, Worker, delivered
+from tests.downstream import Downstream, Worker, delivered
 from tests.pg_servers import Cluster, Server
 from webhooks.infra import migrate
 from webhooks.providers import Outgoing
@@ -54,7 +54,7 @@ class Site:
     database: Server
     receiver: Downstream
     services: list[Gunicorn] = field(default_factory=list)
-    workers: list[Supervised] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
 
     def url(self, host: netns.Host) -> str:
         """The database as `host` reaches it."""
@@ -71,11 +71,14 @@ class Site:
         self.services.append(served)
         return served
 
-    def worker(self, host: netns.Host, **env) -> Supervised:
-        """`python -m webhooks worker` on `host`, delivering to the receiver, restarted when it exits."""
+    def worker(self, host: netns.Host, **env) -> Worker:
+        """`python -m webhooks worker` on `host`, delivering to the receiver."""
         env = service_env(self.url(host), WEBHOOK_OUTBOX_URL=self.receiver.url, **{**WORKER_ENV, **env})
-        worker = Supervised(lambda: Worker(env, inside=host.argv))
+        worker = Worker(env, inside=host.argv)
         self.workers.append(worker)
+        # Connected before any cut: a worker that cannot reach the database at
+        # start exits, saying so, for its process manager to start again.
+        worker.wait_started()
         return worker
 
     def stop(self) -> None:

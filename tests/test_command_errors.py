@@ -14,7 +14,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import ROOT
-from tests.downstream import Worker, wait_until
+from tests.downstream import Worker
 from tests.test_operability import command, data_dir  # noqa: F401 (a fixture)
 from tests.test_startup_checks import started, unmigrated_url  # noqa: F401 (fixtures)
 from webhooks.infra import embedded
@@ -153,7 +153,7 @@ def test_a_worker_whose_embedded_database_is_stopped_says_which_and_exits(data_d
     assert command("migrate", **env).returncode == 0
     worker = Worker({**env, "WEBHOOK_OUTBOX_URL": "http://127.0.0.1:9/"})
     try:
-        wait_until(lambda: "outbox_worker_started" in worker.output(), 60, "the worker to start")
+        worker.wait_started()
         assert command("db", "stop", **env).returncode == 0  # what bin/serve does as it exits
         worker.proc.wait(timeout=60)
     finally:

@@ -34,7 +34,7 @@ import pytest
 
 from tests import pg_servers
 from tests.conftest import ROOT, SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Supervised, Worker, delivered, wait_until
+from tests.downstream import Downstream, Worker, delivered, wait_until
 from tests.pg_servers import Cluster, Server, multi_host_url
 from tests.reliability import sized
 from tests.stripe_api import StripeApi, api_env
@@ -217,31 +217,28 @@ def _audit(
         return verdict, stripe_traffic.audit(conn, [out for _, out in sent])
 
 
-class SupervisedWorker:
+class OutboxWorker:
     """`python -m webhooks worker` delivering to a receiver that applies each
-    Idempotency-Key once, restarted whenever it exits, as a process manager
-    restarts the Procfile's worker."""
+    Idempotency-Key once; it finds the new primary by itself."""
 
     def __init__(self, url: str):
         self.downstream = Downstream()
         env = service_env(
             url,
             WEBHOOK_OUTBOX_URL=self.downstream.url,
-            # A job its dead predecessor had picked is retaken soon, and a failed one retried soon.
+            # A job the dead primary's session had picked is retaken soon, and a failed one retried soon.
             WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS=2,
             WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS=0.05,
             WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS=0.5,
         )
-        self._worker = Supervised(lambda: Worker(env))
-
-    @property
-    def restarts(self) -> int:
-        return self._worker.restarts
+        self.worker = Worker(env)
+        # Connected to the primary before the kill, so the failover is one it lives through.
+        self.worker.wait_started()
 
     def drain(self, conn: psycopg.Connection) -> checker.Outbox:
         """Once every fulfilled payment's job has been applied and none is waiting: the outbox's history.
 
-        A worker restarted after the failover finds the storm's backlog: the
+        The worker finds the storm's backlog once it has reconnected: the
         wait grows with it.
         """
         backlog = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
@@ -253,7 +250,7 @@ class SupervisedWorker:
         return self.downstream.redelivered
 
     def stop(self) -> None:
-        self._worker.stop()
+        self.worker.stop()
         self.downstream.close()
 
 
@@ -280,7 +277,7 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
     url = multi_host_url([primary, replica])
     api = StripeApi()
     events = _stripe_holding(api, samples.payment_stream(sized(300, 1500)))
-    outbox = SupervisedWorker(url)
+    outbox = OutboxWorker(url)
     try:
         failover = _fail_over_mid_storm(primary, replica, server, events)
         assert failover.verdict.doubled == 0, failover.verdict.checks()
@@ -288,6 +285,8 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
         missing_payments, applied = _recover(url, api)
         with replica.connect() as conn:
             jobs = outbox.drain(conn)
+        outbox.worker.assert_running()
+        assert outbox.worker.reconnects >= 1  # the primary it was connected to died under it
         verdict, audit = _audit(replica, failover, stripe_traffic.sent(events), jobs)
     finally:
         outbox.stop()
@@ -307,7 +306,8 @@ def test_asynchronous_failover_loses_only_what_reconcile_and_backfill_bring_back
         f"{_failover_figures(failover)}; reconcile found {missing_payments} payments missing, "
         f"backfill applied {applied} events; after recovery {verdict.summary()}; outbox: "
         f"{len(jobs.expected)} jobs applied once each, {outbox.redelivered} redeliveries absorbed "
-        f"by their Idempotency-Key, worker restarted {outbox.restarts} times",
+        f"by their Idempotency-Key; the worker reconnected by itself {outbox.worker.reconnects} times "
+        "and never exited",
         lost=failover.lost,
         recovered=applied + len(failover.verdict.reclaimed),
         first_ok_s=failover.verdict.first_ok_after_kill_s,

@@ -165,7 +165,7 @@ def test_the_worker_on_the_embedded_database_logs_only_json_lines(data_dir):
     downstream = Downstream()
     worker = Worker({**env, "WEBHOOK_OUTBOX_URL": downstream.url})
     try:
-        wait_until(lambda: "outbox_worker_started" in worker.output(), 60, "the worker to start")
+        worker.wait_started()
     finally:
         worker.stop()
         downstream.close()

@@ -3,6 +3,7 @@ once, each delivery carrying the idempotency key that makes it effective once.""
 
 import json
 import time
+import uuid
 
 import psycopg
 import pytest
@@ -157,6 +158,29 @@ def test_a_worker_killed_mid_delivery_is_redelivered_with_the_same_key(
     assert downstream.keys() == [key, key]
     assert downstream.effects == {key: 1}
     wait_until(lambda: jobs_left(db) == {}, 10, "the job to be marked delivered")
+
+
+def test_a_worker_whose_database_connections_end_connects_again_and_delivers_every_job(
+    database_url, db, downstreams, workers
+):
+    """As at a failover or a restart: the server ends every connection the worker holds."""
+    downstream = downstreams()
+    app_name = f"outbox-worker-{uuid.uuid4().hex[:8]}"
+    worker = workers(downstream, PGAPPNAME=app_name)
+    before = enqueue_jobs(database_url, 100)
+    wait_until(lambda: len(downstream.received) >= len(before), 60, "the first jobs")
+    for turn in range(1, 4):
+        ended = db.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            [app_name],
+        ).fetchone()[0]
+        assert ended >= 2, worker.output()  # its queue and listener connections at least
+        wait_until(lambda: worker.started > turn, 30, "a reconnect")
+    after = enqueue_jobs(database_url, 100)
+    wait_until(lambda: downstream.effects.keys() >= {*before, *after}, 60, "the jobs after the reconnects")
+    assert worker.proc.poll() is None, worker.output()
+    assert worker.output().count('"event": "outbox_worker_reconnecting"') == 3
+    wait_until(lambda: jobs_left(db) == {}, 30, "every job marked delivered")
 
 
 def test_a_failing_downstream_is_retried_with_backoff_then_dead_lettered(

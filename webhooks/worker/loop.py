@@ -16,7 +16,9 @@ HTTP session).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import aiohttp
@@ -33,6 +35,7 @@ from webhooks.core import outbox
 from webhooks.domains.stripe import access, thin
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
+from webhooks.infra.logs import public_message
 
 from . import fetch
 
@@ -126,11 +129,54 @@ async def _sweeping(settings: Settings, url: str) -> None:
 async def run(service: bootstrap.Service, outbox_url: str) -> None:
     """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the access sweep beside it."""
     url = database_url(service.settings)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
     sweeper = asyncio.create_task(_sweeping(service.settings, url))
     try:
-        await _queue(service, url, outbox_url)
+        await _reconnecting(service, url, outbox_url, stopping)
     finally:
         sweeper.cancel()
+
+
+# A failover or a partition ends the worker's connections; it connects again
+# by itself, sooner at first, then no faster than every few seconds.
+_RECONNECT_BASE_S = 0.5
+_RECONNECT_MAX_S = 10.0
+
+
+async def _reconnecting(
+    service: bootstrap.Service, url: str, outbox_url: str, stopping: asyncio.Event
+) -> None:
+    """The queue, connected again whenever its database connections are lost, until `stopping`.
+
+    Jobs in flight at the loss keep their rows; any worker retakes them once
+    their heartbeat is stale, and the receiver's Idempotency-Key absorbs a
+    delivery that had gone out. Without DATABASE_URL the database is the
+    embedded one, which bin/serve stops as it exits: the worker then exits
+    too, saying so (commands/errors.py), rather than wait for it.
+    """
+    failures = 0
+    while not stopping.is_set():
+        try:
+            async with _connections(url) as driver:
+                failures = 0
+                await _queue(service, driver, outbox_url, stopping)
+            return
+        except psycopg.OperationalError as exc:
+            if not service.settings.database_url:
+                raise
+            delay = outbox.backoff_s(failures, _RECONNECT_BASE_S, _RECONNECT_MAX_S)
+            failures += 1
+            log.warning(
+                "outbox_worker_reconnecting",
+                error=public_message(exc),
+                attempt=failures,
+                delay_s=round(delay, 3),
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), delay)
 
 
 class SplitDriver(Driver):
@@ -197,26 +243,39 @@ def _http(settings: Settings) -> aiohttp.ClientSession:
     )
 
 
-async def _queue(service: bootstrap.Service, url: str, outbox_url: str) -> None:
-    settings = service.settings
+@contextlib.asynccontextmanager
+async def _connections(url: str) -> AsyncIterator[SplitDriver]:
     async with (
         await psycopg.AsyncConnection.connect(url, autocommit=True) as queries,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as listening,
-        _http(settings) as http,
     ):
-        pgq = PgQueuer(SplitDriver(queries, listening))
+        yield SplitDriver(queries, listening)
+
+
+async def _shut_down_on(stopping: asyncio.Event, pgq: PgQueuer) -> None:
+    await stopping.wait()
+    pgq.shutdown.set()
+
+
+async def _queue(
+    service: bootstrap.Service, driver: SplitDriver, outbox_url: str, stopping: asyncio.Event
+) -> None:
+    settings = service.settings
+    async with _http(settings) as http:
+        pgq = PgQueuer(driver)
 
         @pgq.entrypoint(outbox.ENTRYPOINT, on_failure="hold")
         async def _deliver(job: Job) -> None:
             await deliver(service, http, outbox_url, job)
 
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, pgq.shutdown.set)
         log.info("outbox_worker_started", url=outbox_url)
-        await pgq.qm.run(
-            dequeue_timeout=timedelta(seconds=settings.outbox_poll_s),
-            batch_size=settings.outbox_concurrency,
-            max_concurrent_tasks=_in_flight(settings),
-            heartbeat_timeout=timedelta(seconds=settings.outbox_heartbeat_timeout_s),
-        )
+        shutting_down = asyncio.create_task(_shut_down_on(stopping, pgq))
+        try:
+            await pgq.qm.run(
+                dequeue_timeout=timedelta(seconds=settings.outbox_poll_s),
+                batch_size=settings.outbox_concurrency,
+                max_concurrent_tasks=_in_flight(settings),
+                heartbeat_timeout=timedelta(seconds=settings.outbox_heartbeat_timeout_s),
+            )
+        finally:
+            shutting_down.cancel()
