@@ -102,6 +102,14 @@ def db(database_url: str):
         yield conn
 
 
+def terminate_backends(db, app_name: str) -> int:
+    """End every session with this application_name (a test's own), as a failover or restart would."""
+    return db.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+        [app_name],
+    ).fetchone()[0]
+
+
 def service_env(database_url: str, **extra) -> dict[str, str]:
     return {
         "DATABASE_URL": database_url,

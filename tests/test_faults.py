@@ -24,7 +24,14 @@ import requests
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import PoolTimeout
 
-from tests.conftest import Gunicorn, migrated_schema, scripted_event, service_env, signed_headers
+from tests.conftest import (
+    Gunicorn,
+    migrated_schema,
+    scripted_event,
+    service_env,
+    signed_headers,
+    terminate_backends,
+)
 from tests.provider import (
     Load,
     Provider,
@@ -166,10 +173,7 @@ def test_terminated_backends_heal_and_lose_nothing(gunicorn, named_url, app_name
     load.wait_delivered(len(events) // 4)
     kills = []
     for _ in range(sized(3, 10)):
-        killed = db.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-            [app_name],
-        ).fetchone()[0]
+        killed = terminate_backends(db, app_name)
         kills.append((time.monotonic(), killed))
         time.sleep(0.1)
     deliveries = load.join()

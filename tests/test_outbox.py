@@ -170,16 +170,13 @@ def test_a_worker_whose_database_connections_end_connects_again_and_delivers_eve
     before = enqueue_jobs(database_url, 100)
     wait_until(lambda: len(downstream.received) >= len(before), 60, "the first jobs")
     for turn in range(1, 4):
-        ended = db.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-            [app_name],
-        ).fetchone()[0]
+        ended = conftest.terminate_backends(db, app_name)
         assert ended >= 2, worker.output()  # its queue and listener connections at least
         wait_until(lambda: worker.started > turn, 30, "a reconnect")
     after = enqueue_jobs(database_url, 100)
     wait_until(lambda: downstream.effects.keys() >= {*before, *after}, 60, "the jobs after the reconnects")
-    assert worker.proc.poll() is None, worker.output()
-    assert worker.output().count('"event": "outbox_worker_reconnecting"') == 3
+    worker.assert_running()
+    assert worker.reconnects == 3
     wait_until(lambda: jobs_left(db) == {}, 30, "every job marked delivered")
 
 

@@ -14,7 +14,7 @@ import gunicorn.config
 import stripe._webhook
 from psycopg.conninfo import make_conninfo
 
-from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event
+from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event, terminate_backends
 from tests.hostile import CATALOGUE, send, signed
 from tests.provider import Provider
 from webhooks.providers import stripe as stripe_wire
@@ -141,9 +141,7 @@ def _terminate_once_held(db, app_name: str, hold_file: Path) -> None:
     deadline = time.monotonic() + 20
     while not hold_file.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    db.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [app_name]
-    )
+    terminate_backends(db, app_name)
 
 
 def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(gunicorn, database_url, db, tmp_path):
