@@ -57,6 +57,20 @@ def refusals(server) -> Counter:
     )
 
 
+def counted_since(server, before: Counter, total: int, within_s: float = 5.0) -> Counter:
+    """The refusals counted since `before`, once they add up to `total` (or `within_s` has passed).
+
+    `serve` tallies the front's log a few times a second, so a scrape may lag
+    the front by that much; a little longer is waited, so that one counted
+    twice would show.
+    """
+    deadline = time.monotonic() + within_s
+    while sum((refusals(server) - before).values()) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return refusals(server) - before
+
+
 def until_cut(held: framing.Held, within_s: float) -> float:
     """Seconds until the front had closed or reset every held connection."""
     started = time.monotonic()
