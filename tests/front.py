@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 
 import requests
 
 from bench import framing
-from tests.conftest import signed_headers
+from tests.conftest import SERVE, Gunicorn, migrated_schema, require_front, service_env, signed_headers
 from tests.test_metrics import scrape
 from webhooks.traffic import samples
 
 _MISLEADING = ("Traceback", '"exception"', "WORKER TIMEOUT", "SIGKILL", "front_error")
+
+
+@contextlib.contextmanager
+def served(server_url: str, probe=None, **env):
+    """`python -m webhooks serve` on a migrated schema of its own, `env` over the tests' settings;
+    `probe` as for Gunicorn."""
+    require_front()
+    with migrated_schema(server_url) as url:
+        server = Gunicorn(service_env(url, **env), SERVE, **({"probe": probe} if probe else {}))
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def address(server) -> tuple[str, int]:

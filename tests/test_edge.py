@@ -22,8 +22,7 @@ import pytest
 import requests
 
 from bench import flood, framing
-from tests.conftest import SERVE, Gunicorn, migrated_schema, require_front, service_env
-from tests.front import address, counted_since, refusals, signed_delivery
+from tests.front import address, counted_since, refusals, served, signed_delivery
 from tests.reliability import sized
 from tests.test_command_errors import one_error_line
 from tests.test_operability import command
@@ -40,26 +39,18 @@ PER_CLIENT = 20
 @pytest.fixture(scope="module")
 def edge(server_url):
     """A served stack with Stripe's and GitHub's lists on, behind one trusted proxy."""
-    require_front()
-    with migrated_schema(server_url) as url:
-        server = Gunicorn(
-            service_env(
-                url,
-                WEB_CONCURRENCY=2,
-                STRIPE_WEBHOOK_ALLOWLIST="on",
-                GITHUB_WEBHOOK_ALLOWLIST="on",
-                WEBHOOK_TRUSTED_PROXIES=PROXY,
-                WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT=PER_CLIENT,
-                WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=3,
-            ),
-            SERVE,
-            # 127.0.0.1 is on no list: the stack is ready once the public URL answers at all.
-            probe=lambda server: server.url + "/healthz",
-        )
-        try:
-            yield server
-        finally:
-            server.stop()
+    with served(
+        server_url,
+        # 127.0.0.1 is on no list: the stack is ready once the public URL answers at all.
+        probe=lambda server: server.url + "/healthz",
+        WEB_CONCURRENCY=2,
+        STRIPE_WEBHOOK_ALLOWLIST="on",
+        GITHUB_WEBHOOK_ALLOWLIST="on",
+        WEBHOOK_TRUSTED_PROXIES=PROXY,
+        WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT=PER_CLIENT,
+        WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=3,
+    ) as server:
+        yield server
 
 
 def _sent(server, data: bytes, source: str, wait_s: float = 5.0) -> framing.Answer:
@@ -182,30 +173,22 @@ def test_behind_a_trusted_proxy_the_per_client_limit_counts_each_client_not_the_
 
 
 def test_with_the_proxy_protocol_the_client_is_the_one_a_trusted_proxy_names(server_url, figures):
-    require_front()
-    with migrated_schema(server_url) as url:
-        server = Gunicorn(
-            service_env(
-                url,
-                WEB_CONCURRENCY=1,
-                STRIPE_WEBHOOK_ALLOWLIST="on",
-                WEBHOOK_TRUSTED_PROXIES=PROXY,
-                WEBHOOK_PROXY_PROTOCOL="on",
-            ),
-            SERVE,
-            # The public listener speaks the PROXY protocol alone; the scraper's does not.
-            probe=lambda server: server.metrics_url,
-        )
-        try:
-            proxied = f"PROXY TCP4 {STRIPE_ADDRESS} 10.0.0.1 43210 443\r\n".encode()
-            event_id, delivery = _delivery()
-            admitted = _sent(server, proxied + delivery, PROXY)
-            _, delivery = _delivery()
-            claimed = _sent(server, proxied + delivery, STRANGER)
-            _, delivery = _delivery()
-            bare = _sent(server, delivery, PROXY)
-        finally:
-            server.stop()
+    with served(
+        server_url,
+        # The public listener speaks the PROXY protocol alone; the scraper's does not.
+        probe=lambda server: server.metrics_url,
+        WEB_CONCURRENCY=1,
+        STRIPE_WEBHOOK_ALLOWLIST="on",
+        WEBHOOK_TRUSTED_PROXIES=PROXY,
+        WEBHOOK_PROXY_PROTOCOL="on",
+    ) as server:
+        proxied = f"PROXY TCP4 {STRIPE_ADDRESS} 10.0.0.1 43210 443\r\n".encode()
+        event_id, delivery = _delivery()
+        admitted = _sent(server, proxied + delivery, PROXY)
+        _, delivery = _delivery()
+        claimed = _sent(server, proxied + delivery, STRANGER)
+        _, delivery = _delivery()
+        bare = _sent(server, delivery, PROXY)
 
     assert _delivered(admitted, event_id), admitted.data[:300]
     assert claimed.status() == 403
@@ -311,16 +294,11 @@ def test_unfinished_heads_on_the_scrapers_port_hold_no_delivery(edge, figures):
 
 def test_a_trickle_flood_from_ten_addresses_starves_no_delivery_with_the_defaults(server_url, figures):
     """Issue 33's flood, at full size but for seconds (`python -m bench.flood` runs it for longer)."""
-    require_front()
     attack = flood.Attack(addresses=10, per_address=490)
-    with migrated_schema(server_url) as url:
-        server = Gunicorn(service_env(url, WEB_CONCURRENCY=2, STRIPE_WEBHOOK_SECRET=flood.SECRET), SERVE)
-        try:
-            nginx = next(p.pid for p in psutil.Process(server.proc.pid).children() if p.name() == "nginx")
-            outcome = flood.measure(server.url, lambda: tally.with_children(nginx), attack, sized(10, 20))
-            log = server.output()
-        finally:
-            server.stop()
+    with served(server_url, WEB_CONCURRENCY=2, STRIPE_WEBHOOK_SECRET=flood.SECRET) as server:
+        nginx = next(p.pid for p in psutil.Process(server.proc.pid).children() if p.name() == "nginx")
+        outcome = flood.measure(server.url, lambda: tally.with_children(nginx), attack, sized(10, 20))
+        log = server.output()
 
     assert outcome.held_most >= 0.95 * attack.addresses * attack.per_address
     assert outcome.passed(), (outcome.deliveries, outcome.healthz)

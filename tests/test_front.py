@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench import framing
-from tests.conftest import SERVE, Gunicorn, migrated_schema, require_front, service_env
 from tests.front import (
     address,
     assert_quiet,
     counted_since,
     deliver,
     refusals,
+    served,
     served_meanwhile,
     signed_delivery,
     until_cut,
@@ -42,15 +42,8 @@ READ_TIMEOUT_S = 3
 @pytest.fixture(scope="module")
 def stack(server_url):
     """One served stack for the module: every test here leaves it as it found it."""
-    require_front()
-    with migrated_schema(server_url) as url:
-        server = Gunicorn(
-            service_env(url, WEB_CONCURRENCY=2, WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=READ_TIMEOUT_S), SERVE
-        )
-        try:
-            yield server
-        finally:
-            server.stop()
+    with served(server_url, WEB_CONCURRENCY=2, WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=READ_TIMEOUT_S) as server:
+        yield server
 
 
 def test_a_negative_chunk_size_is_refused_at_once_and_freezes_no_worker(stack, figures):
