@@ -55,7 +55,7 @@ def _fetches(client) -> None:
     """stripe.fetch, for a thin event and for an event of an API version the handlers do not read."""
     assert post_event(client, thin_event(paid_intent())).status_code == 200
     evt = samples.payment_events()[1]
-    evt["api_version"] = "2026-09-30.future"
+    evt["api_version"] = "2019-12-03"  # older than any the handlers read
     assert post_event(client, evt).get_json()["outcome"] == "resync_queued"
 
 

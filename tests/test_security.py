@@ -111,6 +111,8 @@ _EXECUTES_CODE = {
     ("loop.py", "query"),
     # A table of statements made from a fixed tuple of column names.
     ("orders.py", "_MARK[fact]"),
+    # An f-string of this module's text and core.history's STATUS, a fixed expression.
+    ("activity.py", "_COUNTS"),
     # Composed with psycopg.sql from this module's own constants.
     ("reconcile_local.py", "_query(_PRESENT, kind)"),
     ("reconcile_local.py", "_query(_RECENT, kind)"),

@@ -15,6 +15,9 @@ ALREADY_REVOKED = "already_revoked"
 IGNORED_OTHER_MODE = "ignored_other_mode"
 # Answered 500, recorded as a failure: the handlers do not know this payload shape.
 UNSUPPORTED_API_VERSION = "unsupported_api_version"
+# Answered 422 for good, stored and recorded as a failure: the object's fields
+# are not what the sender sends (core/events.py, InvalidFields).
+INVALID_FIELDS = "invalid_fields"
 
 # Why a payment that succeeded is not shipped (see webhooks/domains/stripe/orders.py).
 HELD = "held"  # fully refunded, disputed or fraud-warned before its success: payment.review

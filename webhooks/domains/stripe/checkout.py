@@ -7,6 +7,8 @@ and setup sessions take no payment: neither touches a payment row.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core.events import Event
@@ -19,8 +21,25 @@ from webhooks.core.outcomes import (
 )
 from webhooks.core.registry import handles
 
+from .declared import Amount, Currency, Id, Metadata, StripeObject, Text, Word
 from .orders import Orders, Success, success
 from .payments import note, payment_id_of
+
+
+class Session(StripeObject):
+    """The Checkout Session fields the handlers read (https://docs.stripe.com/api/checkout/sessions/object)."""
+
+    object: Literal["checkout.session"]
+    id: Id
+    mode: Word
+    payment_status: Word
+    payment_intent: Id | None = None
+    amount_total: Amount | None = None
+    currency: Currency | None = None
+    customer: Id | None = None
+    client_reference_id: Text | None = None
+    metadata: Metadata | None = None
+
 
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
 
@@ -92,6 +111,6 @@ def checkout_async_succeeded(conn: psycopg.Connection, event: Event, orders: Ord
     return _paid(conn, event, orders)
 
 
-@handles("checkout.session.async_payment_failed")
+@handles("checkout.session.async_payment_failed", reads=Session)
 def checkout_async_failed(conn: psycopg.Connection, event: Event) -> str:
     return _not_paid(conn, event, "failed", PAYMENT_FAILED)

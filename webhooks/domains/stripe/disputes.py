@@ -16,6 +16,8 @@ by then, and `dispute.closed` (with the result) when it reaches a final one.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core import outbox
@@ -24,7 +26,27 @@ from webhooks.core.outcomes import DISPUTE_CLOSED, DISPUTE_LOST, DISPUTE_OPEN, D
 from webhooks.core.registry import handles
 
 from . import scope
+from .declared import Amount, Currency, Id, StripeObject, Timestamp, UnknownValue, Word
 from .payments import note, payment_id_of
+
+
+class _Evidence(StripeObject):
+    due_by: Timestamp | None = None
+
+
+class Dispute(StripeObject):
+    """The Dispute fields the handlers read (https://docs.stripe.com/api/disputes/object)."""
+
+    object: Literal["dispute"]
+    id: Id
+    status: Word
+    amount: Amount
+    currency: Currency
+    charge: Id
+    payment_intent: Id | None = None
+    reason: Word | None = None
+    evidence_details: _Evidence | None = None
+
 
 _RANK = {
     "warning_needs_response": 0,
@@ -82,13 +104,14 @@ WHERE payment_id = %(payment_id)s
     "charge.dispute.closed",
     "charge.dispute.funds_withdrawn",
     "charge.dispute.funds_reinstated",
+    reads=Dispute,
 )
 def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
     dispute = event.object
     dispute_id = require_id(dispute.get("id"), "dispute id")
     status = dispute.get("status")
     if status not in _RANK:
-        raise ValueError(f"unknown dispute status {status!r}")
+        raise UnknownValue("data.object.status: not a dispute status the dispute lifecycle here knows")
     payment_id = payment_id_of(dispute.get("payment_intent"), dispute.get("charge"))
     note(conn, event, payment_id)
     stored = scope.stored(conn, event, "dispute", dispute_id, _STORED)
