@@ -18,10 +18,11 @@ from .orders import Orders
 
 # The success events: their handlers ship orders, judged by the order marker
 # bound in at registration. (type, handler, what its event says of the
-# payment, for the one-statement delivery.)
+# payment, for the one-statement delivery: None when its object is not
+# paid, and the handler's transaction then says why.)
 _SUCCESSES = (
     ("payment_intent.succeeded", intents.payment_intent_succeeded, intents.payment_success),
-    ("checkout.session.completed", checkout.checkout_completed, checkout.completed_success),
+    ("checkout.session.completed", checkout.checkout_completed, checkout.payment_success),
     ("checkout.session.async_payment_succeeded", checkout.checkout_async_succeeded, checkout.payment_success),
 )
 
