@@ -12,12 +12,14 @@ says an invoice is paid when its `status` is `paid`; The PaymentIntent object
 recorded, and moves nothing; a redelivery gets that stored answer.
 """
 
+import copy
 import json
 
 import pytest
 
 from tests.conftest import post_event
-from tests.stories import fixture
+from tests.payment_stories import dispute_lifecycle
+from tests.stories import deliver, fixture
 from tests.subscription_stories import MONTH, Story, access_at
 from webhooks.traffic import samples
 
@@ -137,3 +139,28 @@ def test_a_paid_object_without_an_amount_fails_the_delivery_instead_of_enqueuing
     assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
     [(error_class,)] = db.execute("SELECT error_class FROM webhook_failures").fetchall()
     assert error_class == "InvalidJob"
+
+
+def _funds(db) -> tuple:
+    return db.execute("SELECT funds_withdrawn, funds_reinstated FROM disputes").fetchone()
+
+
+def test_a_disputes_funds_are_what_its_balance_transactions_say_not_its_events_type(client, db):
+    """The Dispute object (https://docs.stripe.com/api/disputes/object): `balance_transactions` are
+    "zero, one, or two balance transactions that show funds withdrawn and reinstated"."""
+    story = dict(dispute_lifecycle(1_780_000_000))
+    created, withdrawn = story["dispute_created"], story["funds_withdrawn"]
+    empty = copy.deepcopy(withdrawn)
+    empty["id"] = samples.stripe_id("evt")
+    empty["data"]["object"]["balance_transactions"] = []
+    assert deliver(client, [story["intent_succeeded"], created, empty]) == [
+        "fulfilled",
+        "dispute_open",
+        "superseded",
+    ]
+    assert _funds(db) == (False, False)
+    # An update that lists the withdrawal records it, whatever its type.
+    listed = copy.deepcopy(withdrawn)
+    listed.update(id=samples.stripe_id("evt"), type="charge.dispute.updated")
+    assert deliver(client, [listed]) == ["dispute_open"]
+    assert _funds(db) == (True, False)
