@@ -18,6 +18,7 @@ from webhooks.core.outcomes import (  # the vocabulary handlers return
     AWAITING_PAYMENT,
     FULFILLED,
     IGNORED,
+    NOT_PAID,
     NOTIFIED,
     SUPERSEDED,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "AWAITING_PAYMENT",
     "FULFILLED",
     "IGNORED",
+    "NOT_PAID",
     "NOTIFIED",
     "SUPERSEDED",
     "Handler",

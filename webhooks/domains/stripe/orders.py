@@ -86,8 +86,8 @@ class Success:
             **facts_params(self.facts),
         }
 
-    def stated(self, event: Event, kind: str) -> dict[str, Any]:
-        """The fields of the `kind` job (webhooks_payment_job, orders.sql) that this event states.
+    def stated(self, event: Event) -> dict[str, Any]:
+        """The fields of its job (webhooks_payment_job, orders.sql) that this event states.
 
         The SQL function completes them from the payment's row, whose columns
         were each written from such a statement.
@@ -96,7 +96,6 @@ class Success:
         identity = {name: self.facts[name] for name in _IDENTITY if self.facts.get(name) is not None}
         return storable(
             {
-                "kind": kind,
                 "payment_id": self.payment_id,
                 "event_id": event.id,
                 "event_type": event.type,
@@ -122,8 +121,9 @@ def success(
     by one SQL statement, so they are checked before it."""
     require_created(event)  # the success is ordered by it
     paid = Success(payment_id, amount, currency, order, facts)
+    stated = paid.stated(event)
     for kind in (ORDER_FULFILLED, PAYMENT_REVIEW):
-        jobs.check(kind, paid.stated(event, kind), partial=True)
+        jobs.check(kind, stated, partial=True)
     return paid
 
 
