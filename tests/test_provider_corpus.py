@@ -105,13 +105,17 @@ WHERE headers->>'kind' IN ('order.fulfilled', 'payment.review')
     ids=["default", "library", "pre_basil"],
 )
 def test_every_stripe_event_type_with_stripes_own_fixture_is_answered_once_and_moves_no_unpaid_money(
-    client, db, api_version
+    app, db, api_version
 ):
+    client, registry = app.test_client(), app.extensions["webhooks.service"].registry
     events = _stripe_events(api_version)
     assert len(events) > 250  # the package's list, not a handful
     for evt in events:
         status = _answered_alike_twice(lambda: post_event(client, evt))
-        assert status == 200, (evt["type"], status)
+        # A handled type may refuse a fixture's placeholder values with a stored 4xx;
+        # a type nothing handles is recorded as it is.
+        handled = registry.handler("stripe", evt["type"]) is not None
+        assert status == 200 or (handled and status < 500), (evt["type"], status)
     sent = {evt["id"]: evt for evt in events}
     moved = db.execute(_MONEY).fetchall()
     unpaid = [
