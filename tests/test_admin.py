@@ -109,7 +109,7 @@ def _dead_letter_with_a_long_error(database_url, db) -> int:
     """A job the real worker gave up on after 2 tries, its error naming a 400-character URL."""
     downstream = Downstream(status=500)
     with db.transaction():
-        outbox.enqueue(db, "order.fulfilled", {"payment_id": "pi_x"}, "order.fulfilled:pi_x")
+        outbox.enqueue(db, "test.effect", {"payment_id": "pi_x"}, "test.effect:pi_x")
     env = conftest.service_env(
         database_url,
         WEBHOOK_OUTBOX_URL=f"{downstream.url}/{'x' * 400}",

@@ -23,6 +23,7 @@ from webhooks.core.outcomes import (  # the vocabulary handlers return
     AWAITING_PAYMENT,
     FULFILLED,
     IGNORED,
+    NOT_PAID,
     NOTIFIED,
     SUPERSEDED,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "AWAITING_PAYMENT",
     "FULFILLED",
     "IGNORED",
+    "NOT_PAID",
     "NOTIFIED",
     "SUPERSEDED",
     "Handler",

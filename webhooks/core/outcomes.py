@@ -25,6 +25,9 @@ INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)
 NOT_AN_ORDER = "not_an_order"  # no Checkout Session in payment mode, no order marker
 SUBSCRIPTION_CHECKOUT = "subscription_checkout"  # its invoices are the billing side's
 SETUP_CHECKOUT = "setup_checkout"  # takes no payment
+# The event's type says paid, its object does not (a session's payment_status,
+# a PaymentIntent's or an invoice's status): recorded, nothing moved.
+NOT_PAID = "not_paid"
 
 # Refunds (refunds.py): the refund's own status after the event.
 REFUNDED = "refunded"  # the payment is refunded in full

@@ -18,7 +18,8 @@ from .orders import Orders
 
 # The success events: their handlers ship orders, judged by the order marker
 # bound in at registration. (type, handler, what its event says of the
-# payment, for the one-statement delivery, the object it carries.)
+# payment, for the one-statement delivery: None when its object is not
+# paid, and the handler's transaction then says why; the object it carries.)
 _SUCCESSES = (
     (
         "payment_intent.succeeded",
@@ -26,7 +27,7 @@ _SUCCESSES = (
         intents.payment_success,
         intents.PaymentIntent,
     ),
-    ("checkout.session.completed", checkout.checkout_completed, checkout.completed_success, checkout.Session),
+    ("checkout.session.completed", checkout.checkout_completed, checkout.payment_success, checkout.Session),
     (
         "checkout.session.async_payment_succeeded",
         checkout.checkout_async_succeeded,

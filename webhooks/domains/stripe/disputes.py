@@ -6,7 +6,10 @@ under_review, won, lost; prevented) only move forward, and an inquiry can
 escalate to a chargeback, so the ranks below order all of them and a status
 applies only when it is further along than the stored one: won, lost,
 warning_closed and prevented are final. The event's `created` never decides.
-`funds_withdrawn` and `funds_reinstated` are facts that, once true, stay so.
+`funds_withdrawn` and `funds_reinstated` are facts that, once true, stay so,
+and the dispute's own `balance_transactions` state them ("zero, one, or two
+balance transactions that show funds withdrawn and reinstated", The Dispute
+object, https://docs.stripe.com/api/disputes/object), not the event's type.
 
 The payment counts as disputed while it has a dispute that did not end in
 its favour (won, warning_closed, prevented). Jobs: `dispute.opened` (with the
@@ -139,9 +142,16 @@ def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> di
         "status": dispute["status"],
         "rank": _RANK[dispute["status"]],
         "due_by": timestamp((dispute.get("evidence_details") or {}).get("due_by")),
-        "withdrawn": event.type == "charge.dispute.funds_withdrawn",
-        "reinstated": event.type == "charge.dispute.funds_reinstated",
+        **_funds(dispute),
     }
+
+
+def _funds(dispute: dict) -> dict[str, bool]:
+    """Whether the dispute's balance transactions took money out (negative) and put it back."""
+    listed = dispute.get("balance_transactions")
+    moves = [t.get("amount") for t in (listed if isinstance(listed, list) else []) if isinstance(t, dict)]
+    amounts = [a for a in moves if isinstance(a, int) and not isinstance(a, bool)]
+    return {"withdrawn": any(a < 0 for a in amounts), "reinstated": any(a > 0 for a in amounts)}
 
 
 def _notify(conn, event, kind, payment_id, dispute) -> None:

@@ -1,5 +1,9 @@
 """PaymentIntents: their success and failure, and the invoice one of them pays.
 
+A PaymentIntent is paid when its own `status` is `succeeded` (The
+PaymentIntent object, https://docs.stripe.com/api/payment_intents/object),
+whichever event carries it.
+
 Before API 2025-03-31 (basil) a PaymentIntent that pays an invoice names it
 (`invoice`); basil dropped the field, and `invoice_payment.paid` links the
 two instead.
@@ -12,7 +16,7 @@ from typing import Literal
 import psycopg
 
 from webhooks.core.events import Event
-from webhooks.core.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.outcomes import INVOICE_PAYMENT, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
 
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Word
@@ -47,8 +51,11 @@ class InvoicePayment(StripeObject):
     payment: _Payment
 
 
-def payment_success(event: Event) -> Success:
+def payment_success(event: Event) -> Success | None:
+    """The success the PaymentIntent states; None unless it has succeeded."""
     intent = event.object
+    if intent.get("status") != "succeeded":
+        return None
     return success(
         event,
         payment_id_of(intent.get("id")),
@@ -61,7 +68,8 @@ def payment_success(event: Event) -> Success:
 
 
 def payment_intent_succeeded(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    return orders.succeeded(conn, event, payment_success(event))
+    paid = payment_success(event)
+    return NOT_PAID if paid is None else orders.succeeded(conn, event, paid)
 
 
 @handles("payment_intent.payment_failed", reads=PaymentIntent)

@@ -7,6 +7,11 @@ status follows its events in `created` order, and the subscription's
 paid-through date only grows, so both end the same whatever order the
 events arrive in.
 
+`invoice.paid` acts only on an invoice whose own `status` is `paid` (The
+Invoice object, https://docs.stripe.com/api/invoices/object: draft, open,
+paid, uncollectible, void); any other is recorded as `not_paid` and grants
+nothing.
+
 Lock order: the invoice's row, then its subscription's (`access.tracking`),
 then its payment's (`mark_invoice_payment`); subscription events lock only the
 subscription's and payment events never lock an invoice, so none deadlock.
@@ -19,7 +24,7 @@ from typing import Literal
 import psycopg
 
 from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import access
@@ -139,6 +144,8 @@ def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
 @handles("invoice.paid", reads=Invoice)
 def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     invoice = event.object
+    if invoice.get("status") != "paid":
+        return NOT_PAID
     _set_invoice(conn, event, "paid")
     subscription = subscription_of(invoice)
     start, end = _service_period(invoice)
