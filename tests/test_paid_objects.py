@@ -52,14 +52,14 @@ def _session(event_type: str, **fields) -> dict:
     return evt
 
 
-@pytest.mark.parametrize("payment_status", ["unpaid", None, "processing"])
+@pytest.mark.parametrize("payment_status", ["unpaid", "processing"])
 def test_an_async_payment_succeeded_whose_session_is_not_paid_ships_nothing(client, db, payment_status):
     evt = _session("checkout.session.async_payment_succeeded", payment_status=payment_status)
     assert _answered_twice(client, evt)["outcome"] == "not_paid"
     assert _state(db) == NOTHING_MOVED
 
 
-@pytest.mark.parametrize("payment_status", [None, "processing"])
+@pytest.mark.parametrize("payment_status", ["processing"])
 def test_a_completed_session_whose_payment_status_is_neither_paid_nor_free_ships_nothing(
     client, db, payment_status
 ):
@@ -83,7 +83,7 @@ def test_a_paid_or_free_session_ships(client, db, event_type, payment_status, ou
     assert _state(db)["jobs"] == [("order.fulfilled",)]
 
 
-@pytest.mark.parametrize("status", ["processing", "requires_capture", "requires_payment_method", None])
+@pytest.mark.parametrize("status", ["processing", "requires_capture", "requires_payment_method"])
 def test_a_payment_intent_succeeded_whose_intent_has_not_succeeded_ships_nothing(client, db, status):
     _, intent, _ = samples.payment_events()
     intent["data"]["object"].update(status=status, metadata={"order_id": "ord_1"})
@@ -120,19 +120,39 @@ def _order_jobs(db) -> list[dict]:
     return [json.loads(payload) for (payload,) in rows]
 
 
-@pytest.mark.parametrize("event_type", ["checkout.session.completed", "payment_intent.succeeded"])
-def test_a_paid_object_without_an_amount_fails_the_delivery_instead_of_enqueuing_a_job(
-    client, db, event_type
-):
-    """The job would break its schema (docs/schemas/order.fulfilled.json): the transaction fails, 500,
-    recorded for an operator, and Stripe retries; no fulfilment, no job."""
+def _null_status(which: str) -> dict:
     checkout, intent, _ = samples.payment_events()
-    if event_type == "checkout.session.completed":
-        evt = checkout
-        evt["data"]["object"].update(amount_total=None, currency=None)
-    else:
-        evt = intent
-        evt["data"]["object"].update(amount_received=None, metadata={"order_id": "ord_1"})
+    if which == "checkout.session.completed":
+        checkout["data"]["object"]["payment_status"] = None
+        return checkout
+    if which == "checkout.session.async_payment_succeeded":
+        return _session(which, payment_status=None)
+    intent["data"]["object"].update(status=None, metadata={"order_id": "ord_1"})
+    return intent
+
+
+@pytest.mark.parametrize(
+    "event_type",
+    ["checkout.session.completed", "checkout.session.async_payment_succeeded", "payment_intent.succeeded"],
+)
+def test_an_object_whose_status_is_null_is_refused_for_good_and_ships_nothing(client, db, event_type):
+    """Stripe never sends a null `payment_status` or PaymentIntent `status` (the objects' pages list
+    their values): the declared input refuses it with a stored 422 (docs/events.md, "Declared input")."""
+    evt = _null_status(event_type)
+    first, again = post_event(client, evt), post_event(client, evt)
+    assert first.status_code == 422, first.get_json()
+    assert first.get_json()["error"] == "invalid_fields"
+    assert (again.status_code, again.data) == (422, first.data)
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert _state(db) == NOTHING_MOVED
+
+
+def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuing_a_job(client, db):
+    """The job would break its schema (docs/schemas/order.fulfilled.json): the transaction fails, 500,
+    recorded for an operator, and Stripe retries; no fulfilment, no job. (The Checkout Session object
+    documents `amount_total` and `currency` as nullable, so the declared input lets them through.)"""
+    evt, _, _ = samples.payment_events()
+    evt["data"]["object"].update(amount_total=None, currency=None)
     response = post_event(client, evt)
     assert response.status_code == 500, response.get_json()
     assert _state(db) == NOTHING_MOVED

@@ -48,6 +48,8 @@ _LAST_SECOND = 2**37 - 1
 Id = Annotated[StrictStr, Field(pattern=f"^{ID_PATTERN}$")]
 # An amount in the currency's smallest unit.
 Amount = Annotated[StrictInt, Field(ge=0, le=_BIGINT)]
+# A movement of money: negative when it leaves the balance (a balance transaction).
+SignedAmount = Annotated[StrictInt, Field(ge=-_BIGINT, le=_BIGINT)]
 Count = Annotated[StrictInt, Field(ge=0, le=_INTEGER)]
 Currency = Annotated[StrictStr, Field(pattern="^[a-z]{3}$")]
 # One of a documented set of values (a status, a mode, a reason). Stripe adds

@@ -29,12 +29,16 @@ from webhooks.core.outcomes import DISPUTE_CLOSED, DISPUTE_LOST, DISPUTE_OPEN, D
 from webhooks.core.registry import handles
 
 from . import scope
-from .declared import Amount, Currency, Id, StripeObject, Timestamp, UnknownValue, Word
+from .declared import Amount, Currency, Id, SignedAmount, StripeObject, Timestamp, UnknownValue, Word
 from .payments import note, payment_id_of
 
 
 class _Evidence(StripeObject):
     due_by: Timestamp | None = None
+
+
+class _BalanceTransaction(StripeObject):
+    amount: SignedAmount
 
 
 class Dispute(StripeObject):
@@ -49,6 +53,7 @@ class Dispute(StripeObject):
     payment_intent: Id | None = None
     reason: Word | None = None
     evidence_details: _Evidence | None = None
+    balance_transactions: list[_BalanceTransaction] = []
 
 
 _RANK = {
@@ -148,9 +153,7 @@ def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> di
 
 def _funds(dispute: dict) -> dict[str, bool]:
     """Whether the dispute's balance transactions took money out (negative) and put it back."""
-    listed = dispute.get("balance_transactions")
-    moves = [t.get("amount") for t in (listed if isinstance(listed, list) else []) if isinstance(t, dict)]
-    amounts = [a for a in moves if isinstance(a, int) and not isinstance(a, bool)]
+    amounts = [move["amount"] for move in dispute.get("balance_transactions") or []]
     return {"withdrawn": any(a < 0 for a in amounts), "reinstated": any(a > 0 for a in amounts)}
 
 
