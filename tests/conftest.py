@@ -21,7 +21,7 @@ import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests import reliability, senders
-from webhooks.infra import embedded, migrate
+from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
@@ -279,6 +279,20 @@ def require_front() -> None:
         if os.environ.get("WEBHOOKS_REQUIRE_FRONT"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture
+def workers_tmp(tmp_path: Path):
+    """A folder gunicorn's workers may write in: tmp_path, or under root, where they run as the
+    service's user and pytest's folders are root's alone, a folder of that user's own."""
+    if not privilege.as_root():
+        yield tmp_path
+        return
+    account = privilege.service_account(Settings())
+    folder = Path(tempfile.mkdtemp(prefix="webhooks-test-"))
+    os.chown(folder, account.uid, account.gid)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
