@@ -91,6 +91,9 @@ def private_server():
     import pgserver  # its bundled binaries, whatever the machine has
 
     server = pgserver.get_server(tempfile.mkdtemp(prefix="webhooks-pg-"), cleanup_mode="delete")
+    if privilege.as_root():
+        # Its socket is in its folder, as the embedded server's: gunicorn's workers reach it alike.
+        embedded.admit(Path(server.pgdata), privilege.service_account(Settings()))
     yield server
     server.cleanup()
 
