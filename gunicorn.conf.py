@@ -15,8 +15,11 @@ from pathlib import Path
 
 from webhooks.infra import embedded, privilege
 from webhooks.infra.config import Settings
+from webhooks.infra.logs import configure as configure_logging
 from webhooks.web.front import GUNICORN_KEEPALIVE_S, socket_path
 
+# The master's own lines (a user made, a folder opened) as the workers' JSON lines.
+configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
 _settings = Settings.from_env()
 # Started as root, the master stays root and the workers run as the
 # service's user (webhooks/infra/privilege.py); post_fork sets their groups.

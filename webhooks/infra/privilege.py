@@ -1,13 +1,13 @@
 """Who the service's processes run as when root starts them (docs/serving.md, "Who runs as whom").
 
-gunicorn's workers run as WEBHOOK_SERVICE_USER (gunicorn's own `user`,
-`group` and `initgroups` settings make the switch), and nginx's workers as
-WEBHOOK_FRONT_USER in the service user's group, the group gunicorn's socket
-is shared with. Neither is root, and neither is `nobody`: nginx leaves its
-workers dumpable, so any other process running as their user could attach
-to one and borrow its group. A user that does not exist is made as Debian's
-packages make theirs: a system user with a group of its own, no home and no
-login shell.
+gunicorn's workers run as WEBHOOK_SERVICE_USER (gunicorn's own `user` and
+`group` settings make the switch; gunicorn.conf.py's `post_fork` sets the
+groups), and nginx's workers as WEBHOOK_FRONT_USER in the service user's
+group, the group gunicorn's socket is shared with. Neither is root, and
+neither is `nobody`: nginx leaves its workers dumpable, so any other process
+running as their user could attach to one and borrow its group. A user that
+does not exist is made as Debian's packages make theirs: a system user with
+a group of its own, no home and no login shell.
 
 Without root nothing here applies: every process runs as whoever started it.
 """
@@ -90,7 +90,7 @@ def _made(name: str, setting: str) -> pwd.struct_passwd:
 
 
 def join_group(account: Account, group: str) -> None:
-    """Add `account` to `group` in /etc/group, where its processes' `initgroups` find it."""
+    """Add `account` to `group` in /etc/group, where `Account.groups` finds it."""
     if account.name in grp.getgrnam(group).gr_mem:
         return
     done = _admin(["usermod", "--append", "--groups", group, account.name], "WEBHOOK_SERVICE_USER")
@@ -153,4 +153,4 @@ def _first_unreadable(account: Account, folders: list[Path]) -> str | None:
         capture_output=True,
         text=True,
     )
-    return done.stdout if done.returncode else None
+    return (done.stdout or done.stderr.strip()) if done.returncode else None
