@@ -213,10 +213,6 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
     bootstrap.handlers(settings)
-    if privilege.as_root():
-        # So are a user that cannot be made and a folder the workers cannot read.
-        privilege.open_import_path(privilege.service_account(settings))
-        privilege.front_account(settings)
     port = args.port or settings.port
     nginx = nginx_binary(settings)
     host = settings.host
@@ -227,6 +223,11 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         host = _LOOPBACK
+    if privilege.as_root():
+        # A user that cannot be made, or a folder on Python's path the workers cannot read: one line here too.
+        privilege.open_import_path(privilege.service_account(settings))
+        if nginx:
+            privilege.front_account(settings)
     check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)
