@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import SERVE, Gunicorn, service_env
 from tests.front import deliver
+from tests.test_operability import command
 from webhooks.infra import privilege
 from webhooks.infra.config import Settings
 
@@ -125,3 +126,21 @@ def test_without_root_every_process_is_the_user_who_started_serve(database_url):
         deliver(server)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "setting, value, said",
+    [
+        ("WEBHOOK_SERVICE_USER", "root", "WEBHOOK_SERVICE_USER: root is root; name an unprivileged user"),
+        ("WEBHOOK_FRONT_USER", "x;\nuser root", "WEBHOOK_FRONT_USER: 'x;\\nuser root' is not a user name"),
+    ],
+)
+def test_a_user_that_is_root_or_no_name_is_one_line_before_anything_serves(
+    database_url, setting, value, said
+):
+    if setting == "WEBHOOK_SERVICE_USER" and not privilege.as_root():
+        pytest.skip("only root starts the workers as another user")
+    ran = command("serve", DATABASE_URL=database_url, **{setting: value})
+    assert ran.returncode == 1
+    [line] = ran.stderr.splitlines()
+    assert line.startswith(f"error: {said}"), line
