@@ -225,7 +225,11 @@ class Gunicorn:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()  # no fixture holds it yet to stop it
+            raise
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         """Until /readyz answers and every worker has loaded the app.
