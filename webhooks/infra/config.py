@@ -55,6 +55,16 @@ def _port(raw: str) -> int:
     return port
 
 
+# A user name as useradd takes it, which is also safe to write into nginx.conf.
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def _user_name(raw: str) -> str:
+    if not _USER_NAME.fullmatch(raw):
+        raise ValueError(f"{raw!r} is not a user name (letters, digits, '_', '-' and '.')")
+    return raw
+
+
 def _stripe_mode(raw: str) -> str:
     mode = raw.strip().lower()
     if mode not in STRIPE_MODES:
@@ -155,6 +165,11 @@ class Settings:
     # DATABASE_URL sets itself wins.
     db_dead_peer_s: float = 10.0
     data_dir: str = ".data"
+    # Started as root, gunicorn's workers run as this user, and nginx's as
+    # the front's user in this user's group, the one gunicorn's socket is
+    # shared with; each is made if missing (webhooks/infra/privilege.py).
+    service_user: str = "webhooks"
+    front_user: str = "webhooks-front"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()
     # Events whose livemode differs are refused: a test payment must never
@@ -254,6 +269,8 @@ _FROM_ENV = {
     "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _number),
     "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _number),
     "data_dir": ("WEBHOOK_DATA_DIR", str),
+    "service_user": ("WEBHOOK_SERVICE_USER", _user_name),
+    "front_user": ("WEBHOOK_FRONT_USER", _user_name),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
     "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
