@@ -13,10 +13,22 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from webhooks.infra import embedded, privilege
 from webhooks.infra.config import Settings
+from webhooks.infra.logs import configure as configure_logging
 from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
 
+# The master's own lines (a user made, a folder opened) as the workers' JSON lines.
+configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
 _settings = Settings.from_env()
+# Started as root, the master stays root and the workers run as the
+# service's user (webhooks/infra/privilege.py); post_fork sets their groups.
+_account = privilege.service_account(_settings) if privilege.as_root() else None
+if _account:
+    privilege.open_import_path(_account)
+    user, group = _account.uid, _account.gid
+# The socket is its owner's and its group's (nginx's workers): 0660.
+umask = 0o117
 # Behind the front, a socket for the public listener and one for the
 # scraper's, each handed whole requests by the front; alone, HOST:PORT and
 # METRICS_HOST:METRICS_PORT. /metrics is served on the scraper's and
@@ -57,18 +69,31 @@ logger_class = "webhooks.infra.logs.GunicornLogger"
 # one worker that answered. Set before any worker imports prometheus_client.
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="webhooks-metrics-")
+    if _account:
+        os.chown(_OWN_METRICS_DIR, _account.uid, _account.gid)
 
 
 def on_starting(server):
     # Resolve the database once in the master so that, with DATABASE_URL
     # unset, workers share one embedded server instead of racing to start it.
-    from webhooks.infra.config import Settings
     from webhooks.infra.db import database_url
 
-    os.environ["DATABASE_URL"] = database_url(Settings.from_env())
+    settings = Settings.from_env()
+    os.environ["DATABASE_URL"] = database_url(settings)
+    if _account and not settings.database_url:
+        embedded.admit(embedded.pgdata(settings.data_dir), _account)
     # Counts left by an earlier server in a configured folder are not ours.
     for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
         stale.unlink()
+
+
+def post_fork(server, worker):
+    # gunicorn sets a worker's gid, or with `initgroups` its groups, never both
+    # (benoitc/gunicorn#2770): either way root's group stays. Both here, as
+    # root still, before gunicorn drops the uid.
+    if _account:
+        os.setgroups(_account.groups())
+        os.setgid(_account.gid)
 
 
 def child_exit(server, worker):

@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 from webhooks.traffic.report import markdown_table
+from webhooks.web import front as serving
 from webhooks.web import refusals
 
 from . import cpu, fronts, servers
@@ -373,8 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     with servers.private_schema(args.database) as url:
         env = {"DATABASE_URL": url, "STRIPE_WEBHOOK_SECRET": SECRET}
         for title, run in chosen:
-            folder = Path(tempfile.mkdtemp(prefix="bench-flood-"))
-            folder.chmod(0o711)
+            folder = serving.make_folder(Settings.from_env())
             try:
                 outcome, log = run(env, folder, attack, args.seconds)
             finally:

@@ -25,7 +25,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -320,8 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     for tool in ("nginx", "haproxy", "wrk"):
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin") is None:
             parser.error(f"{tool} is not installed (apt-get install {tool})")
-    folder = Path(tempfile.mkdtemp(prefix="bench-fronts-"))
-    folder.chmod(0o711)
+    folder = serving.make_folder(Settings.from_env())
     direct_port = servers.free_port()
     env = {
         "STRIPE_WEBHOOK_SECRET": SECRET,

@@ -105,10 +105,13 @@ def _delivered(commits: dict[str, float], arrivals: dict[str, float], posts: int
 
 
 @contextlib.contextmanager
-def running(conninfo: str, workers: int, secret: str, workdir: Path, delay_ms: int = 0):
-    """An `Outbox` with `workers` default workers, warmed up, its receiver answering after `delay_ms`."""
+def running(
+    conninfo: str, workers: int, secret: str, workdir: Path, delay_ms: int = 0, answer_bytes: int = 0
+):
+    """An `Outbox` with `workers` default workers, warmed up, its receiver answering after `delay_ms`
+    with a body of `answer_bytes`."""
     name = f"bench-outbox-{os.getpid()}"
-    with servers.receiver(workdir / "receiver.log", delay_ms) as (url, _pid, _front):
+    with servers.receiver(workdir / "receiver.log", delay_ms, answer_bytes) as (url, _pid, _front):
         env = {
             **os.environ,
             "DATABASE_URL": make_conninfo(conninfo, application_name=name),

@@ -1,6 +1,7 @@
 """The outbox rows' receiver: answers 200, and remembers when each Idempotency-Key first arrived.
 
-At once, or after $RECEIVER_DELAY_MS, as an API across a network would.
+At once, or after $RECEIVER_DELAY_MS, as an API across a network would;
+with an empty body, or one of $RECEIVER_ANSWER_BYTES (bench.answers).
 
 Run as its own process (`python -m bench.receiver`, on $HOST:$PORT), so what
 the rows time is the worker, not a receiver sharing the bench's interpreter.
@@ -19,7 +20,8 @@ from aiohttp import web
 EFFECTS = "/effects"
 
 
-def app(delay_s: float = 0.0) -> web.Application:
+def app(delay_s: float = 0.0, answer_bytes: int = 0) -> web.Application:
+    answer = b"x" * answer_bytes
     arrivals: dict[str, float] = {}
     posts: dict[str, int] = {}
 
@@ -30,7 +32,7 @@ def app(delay_s: float = 0.0) -> web.Application:
         posts[key] = posts.get(key, 0) + 1
         if delay_s:
             await asyncio.sleep(delay_s)
-        return web.Response()
+        return web.Response(body=answer)
 
     async def received(request: web.Request) -> web.Response:
         prefix = request.query.get("prefix", "")
@@ -54,4 +56,5 @@ def app(delay_s: float = 0.0) -> web.Application:
 if __name__ == "__main__":
     host, port = os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"])
     delay_s = float(os.environ.get("RECEIVER_DELAY_MS", 0)) / 1000
-    web.run_app(app(delay_s), host=host, port=port, print=None, access_log=None)
+    answer_bytes = int(os.environ.get("RECEIVER_ANSWER_BYTES", 0))
+    web.run_app(app(delay_s, answer_bytes), host=host, port=port, print=None, access_log=None)

@@ -85,9 +85,9 @@ def serve(env: dict[str, str], log_path: Path):
 
 
 @contextlib.contextmanager
-def receiver(log_path: Path, delay_ms: int = 0):
+def receiver(log_path: Path, delay_ms: int = 0, answer_bytes: int = 0):
     """bench.receiver, the outbox rows' receiver, in a process of its own, once it answers."""
-    env = {"RECEIVER_DELAY_MS": str(delay_ms)}
+    env = {"RECEIVER_DELAY_MS": str(delay_ms), "RECEIVER_ANSWER_BYTES": str(answer_bytes)}
     with _served([sys.executable, "-m", "bench.receiver"], ROOT, env, log_path) as served:
         yield served
 

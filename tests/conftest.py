@@ -21,7 +21,7 @@ import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests import reliability, senders
-from webhooks.infra import embedded, migrate
+from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
@@ -91,6 +91,9 @@ def private_server():
     import pgserver  # its bundled binaries, whatever the machine has
 
     server = pgserver.get_server(tempfile.mkdtemp(prefix="webhooks-pg-"), cleanup_mode="delete")
+    if privilege.as_root():
+        # Its socket is in its folder, as the embedded server's: gunicorn's workers reach it alike.
+        embedded.admit(Path(server.pgdata), privilege.service_account(Settings()))
     yield server
     server.cleanup()
 
@@ -225,7 +228,11 @@ class Gunicorn:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()  # no fixture holds it yet to stop it
+            raise
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         """Until /readyz answers and every worker has loaded the app.
@@ -282,6 +289,20 @@ def require_front() -> None:
         if os.environ.get("WEBHOOKS_REQUIRE_FRONT"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture
+def workers_tmp(tmp_path: Path):
+    """A folder gunicorn's workers may write in: tmp_path, or under root, where they run as the
+    service's user and pytest's folders are root's alone, a folder of that user's own."""
+    if not privilege.as_root():
+        yield tmp_path
+        return
+    account = privilege.service_account(Settings())
+    folder = Path(tempfile.mkdtemp(prefix="webhooks-test-"))
+    os.chown(folder, account.uid, account.gid)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@
                    handler bug that violates the unique index on every attempt
   clash_email      insert it into the test's `shop_customers` (email UNIQUE) without
                    ON CONFLICT: a handler whose unique violation quotes a customer's email
+  fail_quoting     raise a LookupError whose text quotes this value (a customer's email)
+  refuse_after_write  fulfil this payment id, then find the object's fields wrong (InvalidFields)
   payment_id       then fulfil this payment
 """
 
@@ -22,10 +24,11 @@ import psycopg
 
 from webhooks import fulfilment
 from webhooks.core import registry
+from webhooks.core.events import InvalidFields
 
 
-class ScriptedFailure(RuntimeError):
-    pass
+class ScriptedFailure(fulfilment.PublicError, RuntimeError):
+    """Its text names no payload value, so it is shown where the failure is recorded."""
 
 
 def _first_holder(conn: psycopg.Connection, path: str | None) -> bool:
@@ -71,6 +74,11 @@ def scripted(conn: psycopg.Connection, event) -> str:
         )
     if script.get("clash_email"):
         conn.execute("INSERT INTO shop_customers (email) VALUES (%s)", [script["clash_email"]])
+    if script.get("fail_quoting"):
+        raise LookupError(f"no shop account for {script['fail_quoting']}")
+    if script.get("refuse_after_write"):
+        fulfilment.fulfil_payment(conn, event, script["refuse_after_write"], 100, "usd")
+        raise InvalidFields("data.object.refuse_after_write: a rule the handler checks itself")
     if script.get("payment_id"):
         return fulfilment.fulfil_payment(conn, event, script["payment_id"], 100, "usd")
     return "scripted"

@@ -101,7 +101,13 @@ def dispute_lifecycle(created: int) -> list[tuple[str, dict]]:
     ch = charge["data"]["object"]
     dispute_id, at = samples.stripe_id("du"), created + 2 * DAY
 
-    def dispute_event(kind, status, when):
+    def balance_transaction(amount: int) -> dict:
+        return {"id": samples.stripe_id("txn"), "object": "balance_transaction", "amount": amount}
+
+    # The Dispute object's balance_transactions: what was withdrawn and reinstated so far.
+    withdrawn, reinstated = balance_transaction(-ch["amount"]), balance_transaction(ch["amount"])
+
+    def dispute_event(kind, status, when, funds=()):
         dispute = {
             "id": dispute_id,
             "object": "dispute",
@@ -112,6 +118,7 @@ def dispute_lifecycle(created: int) -> list[tuple[str, dict]]:
             "payment_intent": ch["payment_intent"],
             "reason": "fraudulent",
             "status": status,
+            "balance_transactions": list(funds),
             "evidence_details": {
                 "due_by": at + 7 * DAY,
                 "has_evidence": False,
@@ -125,9 +132,15 @@ def dispute_lifecycle(created: int) -> list[tuple[str, dict]]:
         ("checkout_paid", checkout),
         ("intent_succeeded", intent),
         ("dispute_created", dispute_event("charge.dispute.created", "needs_response", at)),
-        ("funds_withdrawn", dispute_event("charge.dispute.funds_withdrawn", "needs_response", at)),
-        ("dispute_closed", dispute_event("charge.dispute.closed", "won", at + 20 * DAY)),
-        ("funds_reinstated", dispute_event("charge.dispute.funds_reinstated", "won", at + 20 * DAY)),
+        (
+            "funds_withdrawn",
+            dispute_event("charge.dispute.funds_withdrawn", "needs_response", at, [withdrawn]),
+        ),
+        ("dispute_closed", dispute_event("charge.dispute.closed", "won", at + 20 * DAY, [withdrawn])),
+        (
+            "funds_reinstated",
+            dispute_event("charge.dispute.funds_reinstated", "won", at + 20 * DAY, [withdrawn, reinstated]),
+        ),
     ]
 
 

@@ -15,7 +15,7 @@ import psycopg
 
 from tests.downstream import wait_until
 from tests.stories import DAY, deliver
-from tests.subscription_stories import MONTH, Story, at, dunning, jobs
+from tests.subscription_stories import MONTH, Story, at, dunning, jobs, renewal
 from tests.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)
 from tests.test_outbox import downstreams, workers  # noqa: F401  (fixtures: a downstream, outbox workers)
 from webhooks.domains.stripe import access
@@ -92,3 +92,21 @@ def test_a_running_worker_sweeps_and_delivers_the_flip(client, db, downstreams, 
     told = [json.loads(body) for _, body in downstream.received]
     revoked = [(j["subscription_id"], j["reason"]) for j in told if j["change"] == "revoked"]
     assert revoked == [(story.sub, "grace_expired")]
+
+
+def test_a_cancel_at_passing_without_an_event_is_told_once_as_revoked(client, db):
+    """The Subscription object's `cancel_at` (https://docs.stripe.com/api/subscriptions/object): "a date
+    in the future at which the subscription will automatically get canceled"; the sweep tells it."""
+    now = int(time.time())
+    story = Story(now - 10 * DAY)
+    cancel_at = now + 2 * DAY
+    events = [evt for _, evt in renewal(story)[:3]]
+    events.append(story.subscription("updated", now - DAY, "active", story.start, cancel_at=cancel_at))
+    deliver(client, events)
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
+    assert access.sweep(db) == 0  # not yet
+    later = at(cancel_at + 4)
+    assert access.sweep(db, later) == 1
+    assert access.sweep(db, later) == 0
+    told = jobs(db, ACCESS_CHANGED)[-1]
+    assert (told["change"], told["reason"], told["event_id"]) == ("revoked", "cancel_at", None)

@@ -68,6 +68,31 @@ def test_stored_text_is_escaped_not_rendered(admin_client, db):
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+def _policy(answer) -> dict[str, str]:
+    directives = (d.strip().partition(" ") for d in answer.headers["Content-Security-Policy"].split(";"))
+    return {name: value for name, _, value in directives}
+
+
+def test_the_page_and_its_refusal_are_sent_hardened_through_the_front(front):
+    server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
+    page = requests.get(f"{server.url}/admin?token={TOKEN}", timeout=30)
+    refused = requests.get(f"{server.url}/admin", timeout=30)
+    assert (page.status_code, refused.status_code) == (200, 401)
+    for answer in (page, refused):
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+        assert answer.headers["Referrer-Policy"] == "no-referrer"
+        assert answer.headers["X-Frame-Options"] == "DENY"
+        assert answer.headers["Cache-Control"] == "no-store"
+        policy = _policy(answer)
+        assert re.fullmatch(r"'sha256-[A-Za-z0-9+/]{43}='", policy.pop("style-src"))
+        assert policy == {
+            "default-src": "'none'",
+            "base-uri": "'none'",
+            "form-action": "'none'",
+            "frame-ancestors": "'none'",
+        }
+
+
 @pytest.fixture
 def chromium():
     """Debian's chromium, or a visible skip; CI (.ci/run) installs it and requires it."""
@@ -109,7 +134,7 @@ def _dead_letter_with_a_long_error(database_url, db) -> int:
     """A job the real worker gave up on after 2 tries, its error naming a 400-character URL."""
     downstream = Downstream(status=500)
     with db.transaction():
-        outbox.enqueue(db, "order.fulfilled", {"payment_id": "pi_x"}, "order.fulfilled:pi_x")
+        outbox.enqueue(db, "test.effect", {"payment_id": "pi_x"}, "test.effect:pi_x")
     env = conftest.service_env(
         database_url,
         WEBHOOK_OUTBOX_URL=f"{downstream.url}/{'x' * 400}",
@@ -135,17 +160,19 @@ def test_a_dead_letter_shows_the_workers_count_and_no_next_attempt(admin_client,
     assert cells[1] == "failed" and cells[4] == "2" and cells[5] == "none: dead letter"
 
 
-def test_headless_chromium_renders_the_page_within_1280_px(chromium, gunicorn, database_url, db, tmp_path):
+def test_headless_chromium_renders_the_page_within_1280_px(chromium, front, database_url, db, tmp_path):
+    """Through the served stack and its Content-Security-Policy: the style applies, nothing is refused."""
     _dead_letter_with_a_long_error(database_url, db)
-    server = gunicorn(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
+    server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
     events = [samples.payment_events()[1], scripted_event(fail_attempts=9)]
     for evt in events:
         body = samples.encode(evt)
         requests.post(server.url + "/webhooks/stripe", data=body, headers=signed_headers(body), timeout=30)
     url = f"{server.url}/admin?token={TOKEN}"
 
-    dom = _run_chromium(chromium, tmp_path, "--dump-dom", url)
+    dom = _run_chromium(chromium, tmp_path, "--dump-dom", "--enable-logging=stderr", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "Content Security Policy" not in dom.stderr, dom.stderr[-2000:]
     assert all(evt["id"] in dom.stdout for evt in events)
     assert "ScriptedFailure" in dom.stdout and "x" * 400 in dom.stdout
 

@@ -1,17 +1,21 @@
-"""A database error's detail never leaves the database: no log line, `webhook_failures` row,
-`events show` or /admin page quotes the data it tripped on (issue 24).
+"""A failure's text names fields and rules, never a payload value: no log line, `webhook_failures` row,
+`events show` or /admin page quotes the data it tripped on (issues 24 and 32).
 
 PostgreSQL puts the offending values in its error text: a unique violation's
 `DETAIL:  Key (email)=(...) already exists.`, a JSON cast's `CONTEXT:  JSON
-data, line 1: ...`, the value in `invalid input syntax for type ...`.
+data, line 1: ...`, the value in `invalid input syntax for type ...`. A
+handler's own exception can quote the payload too (`f"no account for
+{email}"`), so only a PublicError's text is shown.
 """
 
 import psycopg
 
 from tests.conftest import migrated_before, post_event, scripted_event
+from tests.stories import fixture
 from tests.test_operability import command, json_lines
 from webhooks.infra import migrate
 from webhooks.infra.logs import public_message
+from webhooks.traffic import samples
 
 EMAIL = "jenny.rosen@example.com"
 TOKEN = "admin-token-for-tests-0123456789"
@@ -78,3 +82,53 @@ def test_failures_recorded_before_keep_their_first_line_and_lose_the_detail(serv
             ('duplicate key value violates unique constraint "shop_customers_email_key"',),
             ("scripted failure 1",),
         ]
+
+
+def _admin_page(admin) -> str:
+    return admin.get("/admin", headers={"Authorization": f"Bearer {TOKEN}"}).get_data(as_text=True)
+
+
+def test_a_handlers_error_quoting_a_customers_email_is_recorded_by_its_class_and_place_alone(
+    make_app, db, database_url
+):
+    admin = make_app(WEBHOOK_ADMIN_TOKEN=TOKEN).test_client()
+    evt = scripted_event(fail_quoting=EMAIL)
+    response = post_event(admin, evt)
+    assert response.status_code == 500 and EMAIL not in response.get_data(as_text=True)
+
+    [(error_class, message)] = db.execute(
+        "SELECT error_class, error_message FROM webhook_failures"
+    ).fetchall()
+    assert error_class == "LookupError"
+    assert message.startswith("text not shown, it may quote the payload: raised at handlers.py:")
+
+    env = dict(DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES="tests.handlers")
+    reprocessed = command("events", "reprocess", evt["id"], **env)
+    [failure] = json_lines(reprocessed.stdout.splitlines()[0])
+    assert failure["exception"]["type"] == "LookupError"
+    assert not _leaks(reprocessed.stdout + reprocessed.stderr)
+    attempts, _payload = command("events", "show", evt["id"], **env).stdout.split("\npayload\n")
+    assert attempts.count("LookupError: text not shown") == 2 and not _leaks(attempts)
+    page = _admin_page(admin)
+    assert evt["id"] in page and "LookupError" in page and not _leaks(page)
+
+
+def test_a_dispute_status_stripe_added_later_is_refused_naming_the_field_not_the_word(client, db):
+    word = "jenny_rosen_example_com"  # whatever the word, it is a payload value
+    evt = samples.event("charge.dispute.updated", {**fixture("charge.dispute.created")["data"]["object"]})
+    evt["data"]["object"]["status"] = word
+    response = post_event(client, evt)
+    assert (response.status_code, response.get_json()["error"]) == (500, "unknown_value")
+    [(error_class, message)] = db.execute(
+        "SELECT error_class, error_message FROM webhook_failures"
+    ).fetchall()
+    assert error_class == "UnknownValue" and message.startswith("data.object.status: ")
+    assert word not in message + response.get_data(as_text=True)
+
+
+def test_only_a_public_errors_text_is_shown():
+    assert public_message(ValueError(f"no account for {EMAIL}")) == "text not shown, it may quote the payload"
+    assert public_message(
+        UnicodeEncodeError("utf-8", "caf\ud800", 3, 4, "surrogates not allowed")
+    ).startswith("text not shown")
+    assert public_message(OSError(111, "Connection refused")) == "[Errno 111] Connection refused"

@@ -134,12 +134,12 @@ def _failures_of(db, event_id: str) -> list[str]:
     ids=["idle-in-transaction", "in-statement"],
 )
 def test_sigkilled_worker_holding_a_claim_loses_nothing_and_is_replaced(
-    gunicorn, named_url, db, tmp_path, figures, where, script
+    gunicorn, named_url, db, workers_tmp, figures, where, script
 ):
     server = gunicorn(DATABASE_URL=named_url, WEB_CONCURRENCY=3)
     provider = Provider(server.url)
     events, payment_ids = paid_deliveries(sized(5, 100))
-    held, hold_file = _held_event(tmp_path, "pi_sigkill_held", **script)
+    held, hold_file = _held_event(workers_tmp, "pi_sigkill_held", **script)
     held_load = Load(provider, [held], senders=1)
     load = Load(provider, events, senders=4)
     worker, backend = _holder(hold_file)
@@ -356,13 +356,13 @@ def test_duplicates_of_a_handler_slower_than_the_lock_timeout_get_409_fast(
 
 
 def test_hung_transaction_is_freed_by_the_idle_in_transaction_timeout(
-    gunicorn, named_url, db, tmp_path, figures
+    gunicorn, named_url, db, workers_tmp, figures
 ):
     idle_ms, hang_s = 1500, 6
     server = gunicorn(
         DATABASE_URL=named_url, WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS=idle_ms, WEBHOOK_LOCK_TIMEOUT_MS=300
     )
-    held, hold_file = _held_event(tmp_path, "pi_hung", sleep_s=hang_s)
+    held, hold_file = _held_event(workers_tmp, "pi_hung", sleep_s=hang_s)
     load = Load(Provider(server.url), [held] * 3, senders=3)
     _, backend = _holder(hold_file)
     lifetime = _claim_lifetime(db, backend)
@@ -385,11 +385,11 @@ def test_hung_transaction_is_freed_by_the_idle_in_transaction_timeout(
 
 
 def test_statement_timeout_answers_503_records_the_failure_and_the_retry_succeeds(
-    gunicorn, database_url, db, tmp_path, figures
+    gunicorn, database_url, db, workers_tmp, figures
 ):
     timeout_ms = 300
     server = gunicorn(WEBHOOK_STATEMENT_TIMEOUT_MS=timeout_ms)
-    slow, _ = _held_event(tmp_path, "pi_slow_statement", statement_s=5)
+    slow, _ = _held_event(workers_tmp, "pi_slow_statement", statement_s=5)
     [delivery] = Load(Provider(server.url), [slow], senders=1).join()
 
     assert_exactly_once(db, [delivery], {"pi_slow_statement"})

@@ -20,7 +20,9 @@ from tests.payment_stories import dispute_lifecycle, refund_lifecycle
 from tests.stories import DAY, CardPayment, card_payment, deliver
 from tests.subscription_stories import MONTH, Story, at, dunning
 from tests.test_thin_fetch import paid_intent, thin_event
-from webhooks.domains.stripe import access
+from webhooks.domains.stripe import access, checkout, intents
+from webhooks.domains.stripe.orders import ORDER_FULFILLED
+from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +57,7 @@ def _fetches(client) -> None:
     """stripe.fetch, for a thin event and for an event of an API version the handlers do not read."""
     assert post_event(client, thin_event(paid_intent())).status_code == 200
     evt = samples.payment_events()[1]
-    evt["api_version"] = "2026-09-30.future"
+    evt["api_version"] = "2019-12-03"  # older than any the handlers read
     assert post_event(client, evt).get_json()["outcome"] == "resync_queued"
 
 
@@ -94,6 +96,10 @@ def jobs(make_app, db) -> list[dict]:
     _subscriptions(client, db, now)
     _fetches(client)
     _shopify(client)
+    return _jobs(db)
+
+
+def _jobs(db) -> list[dict]:
     rows = db.execute("SELECT convert_from(payload, 'UTF8') FROM pgqueuer ORDER BY id").fetchall()
     return [json.loads(payload) for (payload,) in rows]
 
@@ -125,3 +131,19 @@ def test_a_job_that_breaks_its_schema_is_refused():
     job = {"kind": "order.fulfilled", "payment_id": 42}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(job, schema("order.fulfilled"), cls=jsonschema.Draft202012Validator)
+
+
+@pytest.mark.parametrize("which", ["checkout", "intent"])
+def test_what_a_success_states_of_its_job_is_what_the_one_statement_writes(client, db, which):
+    """orders.success checks the job a success can become before the SQL function writes it;
+    for a payment no other event spoke of, the fields it checks are the job's, value for value."""
+    session, intent, _ = samples.payment_events()
+    intent["data"]["object"]["metadata"] = {"order_id": "ord_1"}
+    evt, success = (
+        (session, checkout.payment_success) if which == "checkout" else (intent, intents.payment_success)
+    )
+    assert post_event(client, evt).get_json()["outcome"] == "fulfilled"
+    [written] = [job for job in _jobs(db) if job["kind"] == ORDER_FULFILLED]
+    event = stripe_wire.parse(samples.encode(evt).decode())
+    stated = success(event).stated(event)
+    assert stated == {key: written[key] for key in stated}

@@ -89,8 +89,8 @@ def _worker_pids(master_pid: int) -> set[int]:
     return {int(p) for p in Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()}
 
 
-def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn, tmp_path):
-    server = gunicorn(WEB_CONCURRENCY=4, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn, workers_tmp):
+    server = gunicorn(WEB_CONCURRENCY=4, PROMETHEUS_MULTIPROC_DIR=str(workers_tmp))
     deliveries = 16
     for evt in (samples.payment_events()[1] for _ in range(deliveries)):
         body = samples.encode(evt)
@@ -101,7 +101,7 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
             ).status_code
             == 200
         )
-    writers = {path.name.rsplit("_", 1)[-1] for path in tmp_path.glob("counter_*.db")}
+    writers = {path.name.rsplit("_", 1)[-1] for path in workers_tmp.glob("counter_*.db")}
     assert len(writers) > 1, "all deliveries went to one worker: nothing to sum"
 
     def fulfilled() -> float:
@@ -114,11 +114,11 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
     victim = next(
         pid
         for pid in sorted(_worker_pids(server.proc.pid))
-        if (tmp_path / f"gauge_livesum_{pid}.db").exists()
+        if (workers_tmp / f"gauge_livesum_{pid}.db").exists()
     )
     os.kill(victim, signal.SIGKILL)
     wait_until(
-        lambda: not (tmp_path / f"gauge_livesum_{victim}.db").exists(),
+        lambda: not (workers_tmp / f"gauge_livesum_{victim}.db").exists(),
         30,
         "gunicorn's child_exit to mark the worker dead",
     )

@@ -8,6 +8,7 @@ import uuid
 import psycopg
 import pytest
 
+from bench import answers
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.downstream import Downstream, Worker, wait_until
@@ -231,6 +232,13 @@ def test_the_delivered_body_is_the_enqueued_payload(database_url, downstreams, w
     [(sent_key, body)] = downstream.received
     assert sent_key == key
     assert json.loads(body) == {"kind": "test.effect", "key": key}
+
+
+def test_answers_of_megabytes_cost_the_worker_no_memory_and_still_count_as_delivered(database_url):
+    """Issue 33: a receiver answering 10 MB took a worker that read answers whole from 75 to 223 MiB."""
+    baseline, large = answers.compare(database_url, answer_bytes=10 << 20, jobs=100)
+    assert (large.delivered, large.posts) == (baseline.delivered, baseline.posts) == (100, 100)
+    assert large.peak_mib - baseline.peak_mib < 16, answers.table(baseline, large)
 
 
 @pytest.mark.parametrize("attempts", range(6))

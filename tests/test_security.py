@@ -111,6 +111,8 @@ _EXECUTES_CODE = {
     ("loop.py", "query"),
     # A table of statements made from a fixed tuple of column names.
     ("orders.py", "_MARK[fact]"),
+    # An f-string of this module's text and core.history's STATUS, a fixed expression.
+    ("activity.py", "_COUNTS"),
     # Composed with psycopg.sql from this module's own constants.
     ("reconcile_local.py", "_query(_PRESENT, kind)"),
     ("reconcile_local.py", "_query(_RECENT, kind)"),
@@ -144,7 +146,9 @@ def _terminate_once_held(db, app_name: str, hold_file: Path) -> None:
     terminate_backends(db, app_name)
 
 
-def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(gunicorn, database_url, db, tmp_path):
+def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(
+    gunicorn, database_url, db, tmp_path, workers_tmp
+):
     app_name = f"security-{tmp_path.name[-12:]}"
     server = gunicorn(
         DATABASE_URL=make_conninfo(database_url, application_name=app_name, password=DB_PASSWORD),
@@ -168,7 +172,7 @@ def test_a_full_run_at_debug_level_logs_no_secret_signature_or_password(gunicorn
         sent.append(request.headers["Stripe-Signature"])
         send(server.port, request)
     # 503 for a connection terminated mid-claim, then fulfilled on the retry.
-    hold_file = tmp_path / "hold"
+    hold_file = workers_tmp / "hold"
     killer = threading.Thread(target=_terminate_once_held, args=(db, app_name, hold_file))
     killer.start()
     lost = Provider(server.url, budget_s=20).deliver(

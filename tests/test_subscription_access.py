@@ -263,3 +263,42 @@ def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():
     nowhere = "postgresql://root@127.0.0.1:1/none"
     access.publish_settings(nowhere, timedelta(days=1), timedelta(hours=1))
     assert time.monotonic() - started < 5
+
+
+# The Subscription object (https://docs.stripe.com/api/subscriptions/object):
+# `cancel_at` is "a date in the future at which the subscription will
+# automatically get canceled"; `cancel_at_period_end` says an `active`
+# subscription "is scheduled to be canceled at the end of the current
+# period"; `ended_at` is set only once it "has ended". Stripe's basil
+# changelog (https://docs.stripe.com/changelog/basil/2025-07-30/cancel-at-enums)
+# adds `cancel_at` values that resolve to an item's period end, and says
+# `cancel_at_period_end` resolves to the earliest item period end. The
+# subscription stays `active` until then and `customer.subscription.deleted`
+# follows, which Stripe may retry for days: access ends at the date itself.
+@pytest.mark.parametrize("schedule", ["cancel_at", "cancel_at_period_end"])
+def test_access_ends_when_a_scheduled_cancellation_passes_without_any_event(client, db, schedule):
+    story = Story(START)
+    b = story.start
+    ends = b + MONTH if schedule == "cancel_at_period_end" else b + 20 * DAY
+    fields = {"cancel_at_period_end": True} if schedule == "cancel_at_period_end" else {"cancel_at": ends}
+    scheduled = story.subscription("updated", b + DAY, "active", b, **fields)
+    events = renewal(story)[:3] + [("scheduled", scheduled)]
+    deliver(client, [evt for _, evt in events])
+    assert access_at(db, story.sub, ends - 1) == (True, "active")
+    assert access_at(db, story.sub, ends) == (False, "cancel_at")
+    assert access_at(db, story.sub, ends + 4) == (False, "cancel_at")
+    # Stripe's deletion, whenever it arrives, changes nothing the shop sees.
+    deleted = story.subscription("deleted", ends + 2 * DAY, "canceled", b, canceled_at=ends, ended_at=ends)
+    deliver(client, [deleted])
+    assert access_at(db, story.sub, ends + 4) == (False, "canceled")
+
+
+def test_a_cancellation_scheduled_then_withdrawn_keeps_access(client, db):
+    story = Story(START)
+    b = story.start
+    events = renewal(story)[:3] + [
+        ("scheduled", story.subscription("updated", b + DAY, "active", b, cancel_at=b + 20 * DAY)),
+        ("withdrawn", story.subscription("updated", b + 2 * DAY, "active", b, cancel_at=None)),
+    ]
+    deliver(client, [evt for _, evt in events])
+    assert access_at(db, story.sub, b + 20 * DAY + 4) == (True, "active")

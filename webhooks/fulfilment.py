@@ -7,6 +7,11 @@ module named by WEBHOOK_HANDLER_MODULES. Every process (the web app, the
 commands, the worker) includes that module after the built-in domains
 (webhooks/bootstrap.py), so a type handled there replaces the built-in
 handler everywhere alike.
+
+A handler's error is recorded and logged by its class and where it was
+raised; its text is shown only when its class is a PublicError, whose text
+names a field or a rule and never a value from the payload (a customer's
+email in an error would reach `webhook_failures`, /admin and the logs).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from webhooks.core.outcomes import (  # the vocabulary handlers return
     AWAITING_PAYMENT,
     FULFILLED,
     IGNORED,
+    NOT_PAID,
     NOTIFIED,
     SUPERSEDED,
 )
 from webhooks.core.registry import Handler, OneStatementPlan, Registry
 from webhooks.core.registry import handles as _handles
 from webhooks.domains.stripe.orders import fulfil_payment
+from webhooks.infra.errors import PublicError
 from webhooks.providers.stripe import NAME as STRIPE
 
 __all__ = [
@@ -31,9 +38,11 @@ __all__ = [
     "AWAITING_PAYMENT",
     "FULFILLED",
     "IGNORED",
+    "NOT_PAID",
     "NOTIFIED",
     "SUPERSEDED",
     "Handler",
+    "PublicError",
     "Registry",
     "fulfil_payment",
     "handles",

@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 import structlog
 
 from webhooks import bootstrap
-from webhooks.infra import embedded, migrate
+from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
 from webhooks.web import front, refusals
 
@@ -94,9 +93,7 @@ class Served:
         if not self.nginx:
             self._gunicorn()
             return
-        front_dir = self.front_dir = Path(tempfile.mkdtemp(prefix="webhooks-front-"))
-        # Started as root, nginx's workers run as nobody and must reach the socket.
-        front_dir.chmod(0o711)
+        front_dir = self.front_dir = front.make_folder(Settings.from_env(self.env))
         self.env["WEBHOOK_FRONT_DIR"] = str(front_dir)
         # Rendered first: a setting nginx would refuse stops everything before anything starts.
         settings = Settings.from_env(self.env)
@@ -218,6 +215,8 @@ def _database(settings: Settings):
         "embedded_database_starting" if started_here else "embedded_database_found", data_dir=str(folder)
     )
     url = embedded.url(folder)
+    if privilege.as_root():
+        embedded.admit(folder, privilege.service_account(settings))
     log.info("embedded_database_ready", data_dir=str(folder), url=url, psql="python -m webhooks db psql")
     return url, folder if started_here else None
 
@@ -238,6 +237,11 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         host = _LOOPBACK
+    if privilege.as_root():
+        # A user that cannot be made, or a folder on Python's path the workers cannot read: one line here too.
+        privilege.open_import_path(privilege.service_account(settings))
+        if nginx:
+            privilege.front_account(settings)
     check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)

@@ -12,18 +12,34 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from webhooks.infra.errors import PublicError
 
-class InvalidSignature(Exception):
+from .outcomes import INVALID_FIELDS
+
+
+class InvalidSignature(PublicError):
     """The delivery is not provably from the provider; the reason is safe to show."""
 
 
-class InvalidEvent(Exception):
+class InvalidEvent(PublicError):
     """The body is not an event we can claim; the reason is safe to show."""
 
     error = "invalid_event"
 
 
-class Unprocessable(Exception):
+class InvalidFields(PublicError):
+    """A signed event whose object's fields are not what its sender sends: it can never be applied.
+
+    It is claimed and completed with a 422 naming each field and the rule it
+    breaks (never its value), recorded as failed, and every redelivery gets
+    that stored answer: no handler runs for it, then or later.
+    """
+
+    error = INVALID_FIELDS
+    status = 422
+
+
+class Unprocessable(PublicError):
     """The event is fine, but this service cannot take it now: answered 500, recorded, nothing claimed.
 
     The sender retries, and an operator sees the failure. `error` is the
@@ -35,7 +51,8 @@ class Unprocessable(Exception):
 
 # Ids are short ASCII tokens; anything else (a NUL, a megabyte) is refused
 # here so it never reaches SQL.
-_ID = re.compile(r"[A-Za-z0-9_\-.:]{1,255}")
+ID_PATTERN = r"[A-Za-z0-9_\-.:]{1,255}"
+_ID = re.compile(ID_PATTERN)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The ledger read back for operators (`events` commands and /admin).
 
-An event is `completed` when its ledger row committed, and `failed` when
-only failed attempts are recorded: a failure rolls its claim back, so the
-failure table is the only trace until a retry succeeds.
+An event is `completed` when its ledger row committed with a success, and
+`failed` when only failed attempts are recorded (a failure rolls its claim
+back, so the failure table is the only trace until a retry succeeds) or
+when its row holds a refusal for good (a 4xx answer: its object's fields
+are not what the sender sends, core.events.InvalidFields).
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ FROM webhook_failures
 GROUP BY provider, event_id
 """
 
+# The status of a ledger row `e` as operators read it: one answered with a 4xx is a failure.
+STATUS = "CASE WHEN e.response_status >= 400 THEN 'failed' ELSE e.status END"
+
 _LIST = f"""
 WITH failures AS ({_FAILURES}),
 events AS (
     SELECT coalesce(e.provider, f.provider) AS provider,
            coalesce(e.event_id, f.event_id) AS event_id,
            coalesce(e.event_type, f.event_type) AS event_type,
-           coalesce(e.status, 'failed') AS status,
+           coalesce({STATUS}, 'failed') AS status,
            e.outcome,
            coalesce(f.failures, 0) AS failures,
            coalesce(e.received_at, f.first_failed_at) AS received_at,
@@ -46,10 +51,10 @@ ORDER BY received_at DESC, event_id
 LIMIT %(limit)s
 """
 
-_LEDGER_ROW = """
-SELECT event_type, status, outcome, response_status, response_body,
+_LEDGER_ROW = f"""
+SELECT event_type, {STATUS} AS status, outcome, response_status, response_body,
        received_at, completed_at, payload, account
-FROM webhook_events
+FROM webhook_events e
 WHERE provider = %s AND event_id = %s
 """
 

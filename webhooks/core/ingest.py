@@ -11,6 +11,10 @@ which the registry's plan names:
 - one statement: a handler whose whole effect, claim and completion
   included, is a SQL function, called in one statement (a payment's success);
 - a transaction: BEGIN, the claim, the handler, the completion, COMMIT.
+
+An event whose object is not what its sender sends (InvalidFields) is
+claimed with its 422 and its failure in one transaction, and no handler
+ever runs for it: every redelivery gets that stored answer.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from webhooks.infra import db
 from webhooks.infra.db import is_unavailable
 
 from . import ledger
-from .events import Event, InvalidEvent, Unprocessable
+from .events import Event, InvalidEvent, InvalidFields, Unprocessable
 from .registry import Handler, InOneStatement, InTransaction, OneStatement, Plan, Registry, Settled
 
 log = structlog.get_logger(__name__)
@@ -60,8 +64,13 @@ def accept(
     event is claimed with it and no handler runs.
     """
     try:
-        plan = Settled(settled) if settled is not None else registry.plan(provider, event)
-        return _settle(pool, provider, event, plan)
+        try:
+            plan = Settled(settled) if settled is not None else registry.plan(provider, event)
+            return _settle(pool, provider, event, plan)
+        except InvalidFields as exc:
+            # Refused for good, whatever a handler had begun rolled back.
+            rejected = Rejected(exc, registry.handler_name(provider, event.type))
+            return _settle(pool, provider, event, rejected)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
@@ -87,7 +96,15 @@ def refuse(
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
 
 
-def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> Answer:
+@dataclass(frozen=True)
+class Rejected:
+    """No handler runs, now or later: the claim is completed with this refusal, and its failure recorded."""
+
+    refusal: InvalidFields
+    handler: str | None
+
+
+def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
@@ -107,11 +124,13 @@ def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> An
     return IN_PROGRESS
 
 
-def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan) -> Answer | None:
+def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
     """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
     match plan:
         case Settled(outcome):
             return _settled(pool, provider, event, outcome)
+        case Rejected(refusal, handler):
+            return _rejected(pool, provider, event, refusal, handler)
         case InOneStatement(statement):
             return _in_one_statement(pool, provider, event, statement)
         case InTransaction(handler):
@@ -131,6 +150,22 @@ def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) ->
     if claim.ledger_id is None:
         return _replayed(claim)
     return Answer(stored.status, stored.body, outcome)
+
+
+def _rejected(
+    pool: ConnectionPool, provider: str, event: Event, refusal: InvalidFields, handler: str | None
+) -> Answer | None:
+    """The claim completed with the refusal, and the failure that shows it, committed together."""
+    stored = ledger.Stored(
+        refusal.status, json_body(event_id=event.id, error=refusal.error, detail=str(refusal))
+    )
+    with db.connection(pool) as conn, db.transaction(conn):
+        claim = ledger.claim(conn, provider, event, completed=(refusal.error, stored))
+        if claim.ledger_id is None:
+            return _replayed(claim)
+        ledger.record_failure(conn, provider, event, refusal, handler)
+    log.warning("delivery_rejected", event_id=event.id, event_type=event.type, detail=str(refusal))
+    return Answer(stored.status, stored.body, refusal.error)
 
 
 def _in_one_statement(

@@ -22,6 +22,8 @@ import psycopg
 
 from webhooks.infra.db import cursor, storable
 
+from . import jobs
+
 ENTRYPOINT = "webhooks.outbox"
 KEY_HEADER = "idempotency-key"
 KIND_HEADER = "kind"
@@ -45,9 +47,12 @@ def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key:
     The same key enqueued twice while the first is still pending is one job
     (False the second time); after that it is a second delivery with the
     same key, which the receiver treats as done. Values copied from a
-    payload are made `storable` (the job is jsonb).
+    payload are made `storable` (the job is jsonb). A job that breaks its
+    kind's schema raises `jobs.InvalidJob`, failing the transaction.
     """
-    payload_json = json.dumps(storable(payload), separators=(",", ":"))
+    payload = storable(payload)
+    jobs.check(kind, {"kind": kind, **payload})
+    payload_json = json.dumps(payload, separators=(",", ":"))
     (written,) = (
         cursor(conn)
         .execute(_ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key})

@@ -15,6 +15,9 @@ ALREADY_REVOKED = "already_revoked"
 IGNORED_OTHER_MODE = "ignored_other_mode"
 # Answered 500, recorded as a failure: the handlers do not know this payload shape.
 UNSUPPORTED_API_VERSION = "unsupported_api_version"
+# Answered 422 for good, stored and recorded as a failure: the object's fields
+# are not what the sender sends (core/events.py, InvalidFields).
+INVALID_FIELDS = "invalid_fields"
 
 # Why a payment that succeeded is not shipped (see webhooks/domains/stripe/orders.py).
 HELD = "held"  # fully refunded, disputed or fraud-warned before its success: payment.review
@@ -22,6 +25,9 @@ INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)
 NOT_AN_ORDER = "not_an_order"  # no Checkout Session in payment mode, no order marker
 SUBSCRIPTION_CHECKOUT = "subscription_checkout"  # its invoices are the billing side's
 SETUP_CHECKOUT = "setup_checkout"  # takes no payment
+# The event's type says paid, its object does not (a session's payment_status,
+# a PaymentIntent's or an invoice's status): recorded, nothing moved.
+NOT_PAID = "not_paid"
 
 # Refunds (refunds.py): the refund's own status after the event.
 REFUNDED = "refunded"  # the payment is refunded in full

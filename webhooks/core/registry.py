@@ -11,6 +11,11 @@ app, the commands and the worker run the same handlers. `handles` only
 marks a function, and `Registry.include` adds a module's marked functions:
 importing a module changes no state. Adding a type again replaces its
 handler, so a shop can take over a built-in one.
+
+A handler can also name what it reads (`reads`): the declared shape of its
+event's object, which the provider's guard checks before any handler of
+the type runs. It belongs to the type, not to the handler: a handler that
+replaces or wraps a built-in one is given the same object, and keeps it.
 """
 
 from __future__ import annotations
@@ -80,13 +85,16 @@ Plan = Settled | InOneStatement | InTransaction
 
 
 def handles(
-    *event_types: str, provider: str | None = None, one_statement: OneStatementPlan | None = None
+    *event_types: str,
+    provider: str | None = None,
+    one_statement: OneStatementPlan | None = None,
+    reads: type | None = None,
 ) -> Callable[[Handler], Handler]:
     """Mark a handler of `event_types` for `Registry.include` (which names the provider if this does not)."""
 
     def mark(handler: Handler) -> Handler:
         marks = getattr(handler, _MARKS, ())
-        setattr(handler, _MARKS, (*marks, (provider, event_types, one_statement)))
+        setattr(handler, _MARKS, (*marks, (provider, event_types, one_statement, reads)))
         return handler
 
     return mark
@@ -105,6 +113,7 @@ class Registry:
         self._statements: dict[tuple[str, str], OneStatementPlan] = {}
         self._unhandled: dict[str, Unhandled] = {}
         self._guards: dict[str, Guard] = {}
+        self._reads: dict[tuple[str, str], type] = {}
 
     def add(
         self,
@@ -112,12 +121,15 @@ class Registry:
         event_types: Iterable[str],
         handler: Handler,
         one_statement: OneStatementPlan | None = None,
+        reads: type | None = None,
     ) -> None:
         for event_type in event_types:
             self._handlers[provider, event_type] = handler
             self._statements.pop((provider, event_type), None)
             if one_statement is not None:
                 self._statements[provider, event_type] = one_statement
+            if reads is not None:
+                self._reads[provider, event_type] = reads
 
     def include(self, *modules: ModuleType, provider: str | None = None) -> None:
         """Add the functions each module defines and marks with `handles`, in the order it defines them.
@@ -128,11 +140,11 @@ class Registry:
             for value in vars(module).values():
                 if getattr(value, "__module__", None) != module.__name__:
                     continue  # imported from elsewhere: its own module is included for it
-                for marked, event_types, one_statement in getattr(value, _MARKS, ()):
+                for marked, event_types, one_statement, reads in getattr(value, _MARKS, ()):
                     sender = marked or provider
                     if sender is None:
                         raise ValueError(f"{name_of(value)} names no provider")
-                    self.add(sender, event_types, value, one_statement)
+                    self.add(sender, event_types, value, one_statement, reads)
 
     def unhandled(self, provider: str, rule: Unhandled) -> None:
         """What `provider`'s events of a type no handler takes get (by default they are `ignored`)."""
@@ -144,6 +156,10 @@ class Registry:
 
     def handler(self, provider: str, event_type: str) -> Handler | None:
         return self._handlers.get((provider, event_type))
+
+    def reads(self, provider: str, event_type: str) -> type | None:
+        """The declared shape of the object the type's events carry, if its handler named one."""
+        return self._reads.get((provider, event_type))
 
     def handler_name(self, provider: str, event_type: str) -> str | None:
         """`module.function` of the handler this process runs for the type, None if none."""

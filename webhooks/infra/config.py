@@ -9,10 +9,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+import stripe
 from psycopg import conninfo
 
+from .errors import PublicError
 
-class SettingError(ValueError):
+
+class SettingError(PublicError, ValueError):
     """A variable set to something it cannot be: the message names the variable, never a secret's value."""
 
 
@@ -136,6 +139,16 @@ def _networks(raw: str) -> tuple[str, ...]:
     return tuple(network(item) for item in _csv(raw))
 
 
+# A user name as useradd takes it, which is also safe to write into nginx.conf.
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def _user_name(raw: str) -> str:
+    if not _USER_NAME.fullmatch(raw):
+        raise ValueError(f"{raw!r} is not a user name (letters, digits, '_', '-' and '.')")
+    return raw
+
+
 def _stripe_mode(raw: str) -> str:
     mode = raw.strip().lower()
     if mode not in STRIPE_MODES:
@@ -153,6 +166,14 @@ def _version_range(raw: str) -> tuple[str, str]:
     if not sep or len(bounds) != 2 or bounds[0] > bounds[1]:
         raise ValueError(f"must be OLDEST..NEWEST dates, not {raw!r}")
     return bounds
+
+
+# The API version the installed stripe library is generated from and sends:
+# the newest whose shapes the handlers are known to read. Read from the
+# library, never copied, so upgrading it moves the range and the pin with it;
+# tests/test_api_version.py fails until Stripe's changelog up to it is
+# reviewed (docs/events.md, "API versions and payload shapes").
+STRIPE_LIBRARY_API_VERSION: str = stripe.api_version
 
 
 # libpq waits for ever on a host that does not answer, and psycopg, which
@@ -241,6 +262,11 @@ class Settings:
     # DATABASE_URL sets itself wins.
     db_dead_peer_s: float = 10.0
     data_dir: str = ".data"
+    # Started as root, gunicorn's workers run as this user, and nginx's as
+    # the front's user in this user's group, the one gunicorn's socket is
+    # shared with; each is made if missing (webhooks/infra/privilege.py).
+    service_user: str = "webhooks"
+    front_user: str = "webhooks-front"
     # Modules imported at start-up so their @fulfilment.handles handlers register.
     handler_modules: tuple[str, ...] = ()
     # Events whose livemode differs are refused: a test payment must never
@@ -249,11 +275,12 @@ class Settings:
     # The metadata key that makes a PaymentIntent outside Checkout a one-off
     # order (webhooks/domains/stripe/orders.py).
     order_marker_key: str = "order_id"
-    # The API versions whose payload shapes the handlers were written and
-    # tested against, as inclusive dates: pre-basil (charges' refund lists,
-    # `invoice` on PaymentIntents) through basil, clover and dahlia. A handled
-    # event rendered in any other version is answered 500 and recorded.
-    stripe_api_versions: tuple[str, str] = ("2020-08-27", "2026-06-24")
+    # The API versions whose payload shapes the handlers know, as inclusive
+    # dates: pre-basil (charges' refund lists, `invoice` on PaymentIntents)
+    # through the installed stripe library's. An event of a newer version is
+    # applied if its object has the declared shape (domains/stripe/versions.py);
+    # one of an older version, or a newer one of another shape, is refused.
+    stripe_api_versions: tuple[str, str] = ("2020-08-27", STRIPE_LIBRARY_API_VERSION[:10])
     # Outbox worker: where side effects are POSTed and how failures are retried.
     outbox_url: str | None = None
     outbox_max_attempts: int = 8
@@ -283,7 +310,7 @@ class Settings:
     # (the handlers' shapes), and the base address (tests and staging point
     # it elsewhere).
     stripe_api_key: str | None = field(default=None, repr=False)
-    stripe_api_version: str = "2026-06-24.dahlia"
+    stripe_api_version: str = STRIPE_LIBRARY_API_VERSION
     stripe_api_base: str = "https://api.stripe.com"
     stripe_api_timeout_s: float = 30.0
     # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
@@ -344,6 +371,8 @@ _FROM_ENV = {
     "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _number),
     "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _number),
     "data_dir": ("WEBHOOK_DATA_DIR", str),
+    "service_user": ("WEBHOOK_SERVICE_USER", _user_name),
+    "front_user": ("WEBHOOK_FRONT_USER", _user_name),
     "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
     "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),

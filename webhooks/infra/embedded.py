@@ -8,9 +8,13 @@ second, empty server in another folder would silently hide the data.
 
 from __future__ import annotations
 
+import grp
 import os
+import stat
 import warnings
 from pathlib import Path
+
+from .privilege import Account, join_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +46,21 @@ def url(folder: Path) -> str:
     # cleanup_mode=None: the server outlives this process, so gunicorn
     # workers and later commands reach the same data; `stop` ends it.
     return _pgserver().get_server(folder, cleanup_mode=None).get_uri()
+
+
+def admit(folder: Path, account: Account) -> None:
+    """Let `account`'s processes reach the server that root started on `folder`.
+
+    As root, pgserver runs PostgreSQL as its own `pgserver` user, with the
+    socket in the data folder (0700). The folder is opened to that user's
+    group for search alone (0710: PostgreSQL accepts it, and the group can
+    neither list the folder nor read a file in it), and `account` joins the
+    group. Whoever reaches the socket is the server's superuser (trust
+    authentication), as the service has always been.
+    """
+    info = folder.stat()
+    folder.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXGRP)
+    join_group(account, grp.getgrgid(info.st_gid).gr_name)
 
 
 def stop(folder: Path) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from pathlib import Path
 
 import psycopg
 import structlog
 from gunicorn import glogging
 
 from .config import SettingError
+from .errors import PublicError
 
 # The innermost frames say where it broke; the outer ones are the framework's.
 _FRAMES = 8
@@ -18,14 +20,17 @@ _MESSAGE_CHARS = 300
 
 
 def public_message(exc: BaseException) -> str:
-    """What an error may say in a log line, `webhook_failures`, `events show` or /admin.
+    """What an error may say in a log line, `webhook_failures`, `events show`, /admin or a command's line.
 
-    A database error's text quotes the data it tripped on: a unique
-    violation's `DETAIL: Key (email)=(...)`, a JSON cast's `CONTEXT: JSON
-    data, line 1: ...`, the value in `invalid input syntax for type ...`. So
-    a server error says only its SQLSTATE and the names (constraint, table,
-    column) it concerns; a client-side one (connection lost, refused) keeps
-    its text, which names no data.
+    Only text written to name a field, a setting or a rule is shown as it
+    is: a PublicError's, a connection or file error's (OSError, psycopg's
+    client side), which names no data. A database error's text quotes the
+    data it tripped on (a unique violation's `DETAIL: Key (email)=(...)`, a
+    JSON cast's `CONTEXT: JSON data, line 1: ...`, the value in `invalid
+    input syntax for type ...`), so it says only its SQLSTATE and the names
+    (constraint, table, column) it concerns. Any other exception's text can
+    quote a payload (a handler's `ValueError(f"no account for {email}")`,
+    a codec's error naming the character): it says only where it was raised.
     """
     if isinstance(exc, psycopg.Error) and exc.sqlstate:
         diag = exc.diag
@@ -39,7 +44,19 @@ def public_message(exc: BaseException) -> str:
             if name
         ]
         return " ".join([f"SQLSTATE {exc.sqlstate}", *names])
-    return str(exc)
+    if isinstance(exc, (PublicError, psycopg.Error, OSError)):
+        return str(exc)
+    return _withheld(exc)
+
+
+def _withheld(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = (
+        f": raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}"
+        if frames
+        else ""
+    )
+    return f"text not shown, it may quote the payload{where}"
 
 
 def short_traceback(exc_info) -> dict:

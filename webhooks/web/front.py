@@ -22,14 +22,13 @@ proxies, takes the client to be the address they pass on.
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import resource
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhooks.infra import privilege
 from webhooks.infra.config import SettingError, Settings, network
 
 from .route import WEBHOOK_PREFIX
@@ -206,6 +205,31 @@ http {
 """
 
 
+# Where a service started as root keeps its front's folder: the runtime
+# folder only root may write in, not the world-writable temporary one.
+_ROOT_RUNTIME = Path("/run")
+
+
+def make_folder(settings: Settings) -> Path:
+    """The front's folder: gunicorn's socket, and nginx's config, pid file and buffered bodies.
+
+    Started as root, it is made in /run, owned by the service's user and
+    group, 0710: nginx's workers, in that group, reach the socket by its
+    name (connecting takes search permission on the folder) but cannot list
+    the folder, and no other user may enter it. Otherwise it is its user's
+    alone (0700), in the temporary folder, and nginx's workers are that user.
+    """
+    if not privilege.as_root():
+        return Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+    account = privilege.service_account(settings)
+    folder = Path(
+        tempfile.mkdtemp(prefix="webhooks-front-", dir=_ROOT_RUNTIME if _ROOT_RUNTIME.is_dir() else None)
+    )
+    os.chown(folder, account.uid, account.gid)
+    folder.chmod(0o710)
+    return folder
+
+
 def socket_path(front_dir: str | Path) -> Path:
     return Path(front_dir) / SOCKET
 
@@ -230,7 +254,7 @@ def nginx_config(settings: Settings, front_dir: Path) -> str:
     """The front's config; SettingError names a setting the settings' parsers could not check alone."""
     connections = fitted_connections(settings.front_connections)
     return _TEMPLATE % {
-        "user": _worker_user(),
+        "user": _worker_user(settings),
         "dir": front_dir,
         "open_files": 2 * connections + _OTHER_DESCRIPTORS,
         "shutdown": _seconds(_SHUTDOWN_S),
@@ -328,12 +352,12 @@ def _seconds(value: float) -> str:
     return f"{round(value * 1000)}ms"
 
 
-def _worker_user() -> str:
-    """Started as root, nginx's workers drop to nobody; otherwise they stay who started it."""
-    if os.geteuid() != 0:
+def _worker_user(settings: Settings) -> str:
+    """Started as root, nginx's workers run as the front's user, in the service's group."""
+    if not privilege.as_root():
         return ""
-    nobody = pwd.getpwnam("nobody")
-    return f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};"
+    front, service = privilege.front_account(settings), privilege.service_account(settings)
+    return f"user {front.name} {service.group};"
 
 
 def _error_pages() -> str:

@@ -37,6 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from webhooks.core import outbox
 from webhooks.domains.stripe.scope import SCOPE_CONFLICTS
+from webhooks.domains.stripe.versions import NEWER_VERSIONS
 from webhooks.infra import db
 
 from . import front, refusals
@@ -149,6 +150,7 @@ class Metrics:
         self._pool_gauge_values: dict[str, float] = {}
         self._pool_gauge_lock = threading.Lock()
         self.registry.register(SCOPE_CONFLICTS)
+        self.registry.register(NEWER_VERSIONS)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
         self.front = FrontRefusals(front_dir) if front_dir else None

@@ -17,7 +17,7 @@ import stripe
 
 from webhooks import bootstrap
 from webhooks.core import ingest
-from webhooks.core.events import InvalidEvent
+from webhooks.core.events import InvalidEvent, InvalidFields
 from webhooks.domains.stripe import api as stripe_api
 from webhooks.domains.stripe import thin
 from webhooks.infra.config import Settings
@@ -49,6 +49,8 @@ def run(service: bootstrap.Service, payload: bytes) -> ingest.Answer:
         raise FetchFailed(f"{job['event_id']}: {exc}") from exc
     # Admitted when its thin event (or the event it re-syncs) was claimed.
     answer = service.deliver(NAME, event)
-    if answer.status != 200:
+    # A fetched object refused for good (its stored 422) is as final as a 200:
+    # fetching it again brings the same object.
+    if answer.status not in (200, InvalidFields.status):
         raise FetchFailed(f"{event.id}: {answer.status} {answer.outcome}")
     return answer

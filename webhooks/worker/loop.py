@@ -55,6 +55,11 @@ def _key(job: Job) -> str:
     return str((job.headers or {})[outbox.KEY_HEADER])
 
 
+# Only an answer's status counts: of its body the worker reads at most this
+# much, so a receiver that answers megabytes costs it neither memory nor time.
+ANSWER_READ_CAP = 64 * 1024
+
+
 async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
     """One HTTP delivery; any answer but 2xx (a redirect included) is a failure to retry."""
     try:
@@ -67,11 +72,26 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
             },
             allow_redirects=False,
         ) as response:
-            await response.read()  # the whole answer, so the connection can be reused
+            await _read_capped(response)
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
     if not 200 <= response.status < 300:
         raise DeliveryFailed(f"HTTP {response.status} {response.reason} from {url}"[:500])
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> None:
+    """The answer read to its end if it fits the cap, so its connection is reused; else dropped.
+
+    A longer answer is not read on: its connection is closed instead, and
+    the bytes left unread go with it.
+    """
+    read = 0
+    while read <= ANSWER_READ_CAP:
+        chunk = await response.content.read(ANSWER_READ_CAP + 1 - read)
+        if not chunk:
+            return
+        read += len(chunk)
+    response.close()
 
 
 async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:

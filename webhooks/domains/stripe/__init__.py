@@ -13,16 +13,27 @@ from webhooks.core.registry import Registry
 from webhooks.infra.config import Settings
 from webhooks.providers.stripe import NAME
 
-from . import checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin
+from . import checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin, versions
 from .orders import Orders
 
 # The success events: their handlers ship orders, judged by the order marker
 # bound in at registration. (type, handler, what its event says of the
-# payment, for the one-statement delivery.)
+# payment, for the one-statement delivery: None when its object is not
+# paid, and the handler's transaction then says why; the object it carries.)
 _SUCCESSES = (
-    ("payment_intent.succeeded", intents.payment_intent_succeeded, intents.payment_success),
-    ("checkout.session.completed", checkout.checkout_completed, checkout.completed_success),
-    ("checkout.session.async_payment_succeeded", checkout.checkout_async_succeeded, checkout.payment_success),
+    (
+        "payment_intent.succeeded",
+        intents.payment_intent_succeeded,
+        intents.payment_success,
+        intents.PaymentIntent,
+    ),
+    ("checkout.session.completed", checkout.checkout_completed, checkout.payment_success, checkout.Session),
+    (
+        "checkout.session.async_payment_succeeded",
+        checkout.checkout_async_succeeded,
+        checkout.payment_success,
+        checkout.Session,
+    ),
 )
 
 
@@ -32,12 +43,15 @@ def register(registry: Registry, settings: Settings) -> None:
         checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, provider=NAME
     )
     orders = Orders(settings.order_marker_key)
-    for event_type, handler, success in _SUCCESSES:
+    for event_type, handler, success, reads in _SUCCESSES:
         registry.add(
             NAME,
             [event_type],
             partial(handler, orders=orders),
             one_statement=partial(orders.one_statement, success),
+            reads=reads,
         )
     registry.unhandled(NAME, partial(thin.unhandled, registry))
-    registry.guard(NAME, thin.Resync(settings.stripe_api_versions, bool(settings.stripe_api_key)))
+    registry.guard(
+        NAME, versions.Admission(registry, settings.stripe_api_versions, bool(settings.stripe_api_key))
+    )

@@ -7,6 +7,9 @@
 
 -- The first branch that matches decides (`reason` names it):
 --   canceled / unpaid / incomplete_expired / paused   no access, whatever was paid
+--   cancel_at           no access once the scheduled cancellation passed
+--                       (`cancel_at`, or the period end with
+--                       `cancel_at_period_end`), before the deletion's event
 --   active / trialing   access (Stripe keeps `active` through a renewal's
 --                       draft hour, a delayed payment method's settlement,
 --                       a send_invoice invoice's days until due and a pause
@@ -44,6 +47,7 @@ CROSS JOIN LATERAL (
     SELECT e.*, CASE
         WHEN s.revoked_at IS NOT NULL THEN 'canceled'
         WHEN s.status IN ('canceled', 'unpaid', 'incomplete_expired', 'paused') THEN s.status
+        WHEN at >= e.scheduled_end THEN 'cancel_at'
         WHEN s.status IN ('active', 'trialing') THEN s.status
         WHEN s.status = 'past_due' AND at < e.grace_end THEN 'past_due_grace'
         WHEN at < e.paid_end THEN 'paid_through'

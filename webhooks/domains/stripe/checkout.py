@@ -3,15 +3,24 @@
 A session without a payment intent (a no-cost order) is its own payment.
 Subscription sessions are the billing side's (invoices, subscriptions.py),
 and setup sessions take no payment: neither touches a payment row.
+
+The session's own `payment_status` decides, whichever event carries it:
+Stripe's "Fulfill orders" page (https://docs.stripe.com/checkout/fulfillment)
+fulfils a session that is not `unpaid`, and The Checkout Session object
+(https://docs.stripe.com/api/checkout/sessions/object) names the two
+values that are: `paid`, and `no_payment_required` (a free order).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import psycopg
 
 from webhooks.core.events import Event
 from webhooks.core.outcomes import (
     AWAITING_PAYMENT,
+    NOT_PAID,
     PAYMENT_FAILED,
     SETUP_CHECKOUT,
     SUBSCRIPTION_CHECKOUT,
@@ -19,10 +28,29 @@ from webhooks.core.outcomes import (
 )
 from webhooks.core.registry import handles
 
+from .declared import Amount, Currency, Id, Metadata, StripeObject, Text, Word
 from .orders import Orders, Success, success
 from .payments import note, payment_id_of
 
+
+class Session(StripeObject):
+    """The Checkout Session fields the handlers read (https://docs.stripe.com/api/checkout/sessions/object)."""
+
+    object: Literal["checkout.session"]
+    id: Id
+    mode: Word
+    payment_status: Word
+    payment_intent: Id | None = None
+    amount_total: Amount | None = None
+    currency: Currency | None = None
+    customer: Id | None = None
+    client_reference_id: Text | None = None
+    metadata: Metadata | None = None
+
+
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
+# A tuple, not a set: any JSON value can be compared with it.
+_PAID = ("paid", "no_payment_required")
 
 
 def _facts(session: dict) -> dict:
@@ -39,8 +67,16 @@ def _payment_id(session: dict) -> str:
     return payment_id_of(session.get("payment_intent"), session.get("id"))
 
 
-def payment_success(event: Event) -> Success:
+def _other_mode(session: dict) -> str | None:
+    """The outcome of a session that takes no one-off payment; None for a payment-mode one."""
+    return _OTHER_MODES.get(session.get("mode", "payment"))
+
+
+def payment_success(event: Event) -> Success | None:
+    """The success a payment-mode session states once paid; None while it is not (or takes no payment)."""
     session = event.object
+    if _other_mode(session) is not None or session.get("payment_status") not in _PAID:
+        return None
     return success(
         event,
         _payment_id(session),
@@ -48,10 +84,6 @@ def payment_success(event: Event) -> Success:
         session.get("currency"),
         **_facts(session),
     )
-
-
-def _paid(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    return orders.succeeded(conn, event, payment_success(event))
 
 
 def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str) -> str:
@@ -69,29 +101,24 @@ def _not_paid(conn: psycopg.Connection, event: Event, status: str, outcome: str)
     return outcome if applied else SUPERSEDED
 
 
-def _paid_now(session: dict) -> bool:
-    """A session that takes a payment and is paid; delayed methods (SEPA, ACH) settle later."""
-    return session.get("mode", "payment") not in _OTHER_MODES and session.get("payment_status") != "unpaid"
-
-
-def completed_success(event: Event) -> Success | None:
-    return payment_success(event) if _paid_now(event.object) else None
+def _decided(conn: psycopg.Connection, event: Event, orders: Orders) -> str | None:
+    """The outcome of a session that takes no one-off payment or is paid; None while it is unpaid."""
+    other = _other_mode(event.object)
+    if other is not None:
+        return other
+    paid = payment_success(event)
+    return None if paid is None else orders.succeeded(conn, event, paid)
 
 
 def checkout_completed(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    session = event.object
-    other = _OTHER_MODES.get(session.get("mode", "payment"))
-    if other is not None:
-        return other
-    if not _paid_now(session):
-        return _not_paid(conn, event, "awaiting_payment", AWAITING_PAYMENT)
-    return _paid(conn, event, orders)
+    # Unpaid: a delayed method (SEPA, ACH) settles days later, in async_payment_succeeded.
+    return _decided(conn, event, orders) or _not_paid(conn, event, "awaiting_payment", AWAITING_PAYMENT)
 
 
 def checkout_async_succeeded(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    return _paid(conn, event, orders)
+    return _decided(conn, event, orders) or NOT_PAID
 
 
-@handles("checkout.session.async_payment_failed")
+@handles("checkout.session.async_payment_failed", reads=Session)
 def checkout_async_failed(conn: psycopg.Connection, event: Event) -> str:
     return _not_paid(conn, event, "failed", PAYMENT_FAILED)

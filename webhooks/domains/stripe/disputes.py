@@ -6,7 +6,10 @@ under_review, won, lost; prevented) only move forward, and an inquiry can
 escalate to a chargeback, so the ranks below order all of them and a status
 applies only when it is further along than the stored one: won, lost,
 warning_closed and prevented are final. The event's `created` never decides.
-`funds_withdrawn` and `funds_reinstated` are facts that, once true, stay so.
+`funds_withdrawn` and `funds_reinstated` are facts that, once true, stay so,
+and the dispute's own `balance_transactions` state them ("zero, one, or two
+balance transactions that show funds withdrawn and reinstated", The Dispute
+object, https://docs.stripe.com/api/disputes/object), not the event's type.
 
 The payment counts as disputed while it has a dispute that did not end in
 its favour (won, warning_closed, prevented). Jobs: `dispute.opened` (with the
@@ -16,6 +19,8 @@ by then, and `dispute.closed` (with the result) when it reaches a final one.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core import outbox
@@ -24,7 +29,32 @@ from webhooks.core.outcomes import DISPUTE_CLOSED, DISPUTE_LOST, DISPUTE_OPEN, D
 from webhooks.core.registry import handles
 
 from . import scope
+from .declared import Amount, Currency, Id, SignedAmount, StripeObject, Timestamp, UnknownValue, Word
 from .payments import note, payment_id_of
+
+
+class _Evidence(StripeObject):
+    due_by: Timestamp | None = None
+
+
+class _BalanceTransaction(StripeObject):
+    amount: SignedAmount
+
+
+class Dispute(StripeObject):
+    """The Dispute fields the handlers read (https://docs.stripe.com/api/disputes/object)."""
+
+    object: Literal["dispute"]
+    id: Id
+    status: Word
+    amount: Amount
+    currency: Currency
+    charge: Id
+    payment_intent: Id | None = None
+    reason: Word | None = None
+    evidence_details: _Evidence | None = None
+    balance_transactions: list[_BalanceTransaction] = []
+
 
 _RANK = {
     "warning_needs_response": 0,
@@ -82,13 +112,14 @@ WHERE payment_id = %(payment_id)s
     "charge.dispute.closed",
     "charge.dispute.funds_withdrawn",
     "charge.dispute.funds_reinstated",
+    reads=Dispute,
 )
 def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
     dispute = event.object
     dispute_id = require_id(dispute.get("id"), "dispute id")
     status = dispute.get("status")
     if status not in _RANK:
-        raise ValueError(f"unknown dispute status {status!r}")
+        raise UnknownValue("data.object.status: not a dispute status the dispute lifecycle here knows")
     payment_id = payment_id_of(dispute.get("payment_intent"), dispute.get("charge"))
     note(conn, event, payment_id)
     stored = scope.stored(conn, event, "dispute", dispute_id, _STORED)
@@ -116,9 +147,14 @@ def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> di
         "status": dispute["status"],
         "rank": _RANK[dispute["status"]],
         "due_by": timestamp((dispute.get("evidence_details") or {}).get("due_by")),
-        "withdrawn": event.type == "charge.dispute.funds_withdrawn",
-        "reinstated": event.type == "charge.dispute.funds_reinstated",
+        **_funds(dispute),
     }
+
+
+def _funds(dispute: dict) -> dict[str, bool]:
+    """Whether the dispute's balance transactions took money out (negative) and put it back."""
+    amounts = [move["amount"] for move in dispute.get("balance_transactions") or []]
+    return {"withdrawn": any(a < 0 for a in amounts), "reinstated": any(a > 0 for a in amounts)}
 
 
 def _notify(conn, event, kind, payment_id, dispute) -> None:

@@ -19,6 +19,8 @@ make it actionable again.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core import outbox
@@ -27,7 +29,20 @@ from webhooks.core.outcomes import FRAUD_WARNING_RECORDED, FRAUD_WARNING_REPORTE
 from webhooks.core.registry import handles
 
 from . import scope
+from .declared import Expandable, Flag, Id, StripeObject, Word
 from .payments import note, payment_id_of
+
+
+class EarlyFraudWarning(StripeObject):
+    """The Early Fraud Warning fields the handlers read (https://docs.stripe.com/api/early_fraud_warnings/object)."""
+
+    object: Literal["radar.early_fraud_warning"]
+    id: Id
+    charge: Expandable
+    payment_intent: Expandable | None = None
+    fraud_type: Word | None = None
+    actionable: Flag | None = None
+
 
 FRAUD_WARNING_JOB = "payment.fraud_warning"
 
@@ -49,7 +64,7 @@ _WARN_PAYMENT = "UPDATE payments SET fraud_warned = true, updated_at = now() WHE
 _SHIPPED = "SELECT 1 FROM fulfilments WHERE payment_id = %s"
 
 
-@handles("radar.early_fraud_warning.created", "radar.early_fraud_warning.updated")
+@handles("radar.early_fraud_warning.created", "radar.early_fraud_warning.updated", reads=EarlyFraudWarning)
 def warning_changed(conn: psycopg.Connection, event: Event) -> str:
     warning = event.object
     warning_id = require_id(warning.get("id"), "early fraud warning id")

@@ -1,5 +1,9 @@
 """PaymentIntents: their success and failure, and the invoice one of them pays.
 
+A PaymentIntent is paid when its own `status` is `succeeded` (The
+PaymentIntent object, https://docs.stripe.com/api/payment_intents/object),
+whichever event carries it.
+
 Before API 2025-03-31 (basil) a PaymentIntent that pays an invoice names it
 (`invoice`); basil dropped the field, and `invoice_payment.paid` links the
 two instead.
@@ -7,18 +11,51 @@ two instead.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core.events import Event
-from webhooks.core.outcomes import INVOICE_PAYMENT, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.outcomes import INVOICE_PAYMENT, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
 
+from .declared import Amount, Currency, Id, Metadata, StripeObject, Word
 from .orders import Orders, Success, mark_invoice_payment, success
 from .payments import note, payment_id_of
 
 
-def payment_success(event: Event) -> Success:
+class PaymentIntent(StripeObject):
+    """The PaymentIntent fields the handlers read (https://docs.stripe.com/api/payment_intents/object)."""
+
+    object: Literal["payment_intent"]
+    id: Id
+    status: Word
+    amount: Amount
+    amount_received: Amount
+    currency: Currency
+    customer: Id | None = None
+    metadata: Metadata | None = None
+    invoice: Id | None = None  # before basil only
+
+
+class _Payment(StripeObject):
+    payment_intent: Id | None = None
+
+
+class InvoicePayment(StripeObject):
+    """The InvoicePayment fields the handlers read (https://docs.stripe.com/api/invoice-payment/object)."""
+
+    object: Literal["invoice_payment"]
+    id: Id
+    invoice: Id
+    payment: _Payment
+
+
+def payment_success(event: Event) -> Success | None:
+    """The success the PaymentIntent states; None unless it has succeeded."""
     intent = event.object
+    if intent.get("status") != "succeeded":
+        return None
     return success(
         event,
         payment_id_of(intent.get("id")),
@@ -31,10 +68,11 @@ def payment_success(event: Event) -> Success:
 
 
 def payment_intent_succeeded(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    return orders.succeeded(conn, event, payment_success(event))
+    paid = payment_success(event)
+    return NOT_PAID if paid is None else orders.succeeded(conn, event, paid)
 
 
-@handles("payment_intent.payment_failed")
+@handles("payment_intent.payment_failed", reads=PaymentIntent)
 def payment_intent_failed(conn: psycopg.Connection, event: Event) -> str:
     intent = event.object
     payment_id = payment_id_of(intent.get("id"))
@@ -50,7 +88,7 @@ def payment_intent_failed(conn: psycopg.Connection, event: Event) -> str:
     return PAYMENT_FAILED if applied else SUPERSEDED
 
 
-@handles("invoice_payment.paid")
+@handles("invoice_payment.paid", reads=InvoicePayment)
 def invoice_payment_paid(conn: psycopg.Connection, event: Event) -> str:
     """Basil and later: the invoice payment names the PaymentIntent that paid the invoice."""
     payment = event.object.get("payment") or {}

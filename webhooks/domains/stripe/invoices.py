@@ -7,6 +7,11 @@ status follows its events in `created` order, and the subscription's
 paid-through date only grows, so both end the same whatever order the
 events arrive in.
 
+`invoice.paid` acts only on an invoice whose own `status` is `paid` (The
+Invoice object, https://docs.stripe.com/api/invoices/object: draft, open,
+paid, uncollectible, void); any other is recorded as `not_paid` and grants
+nothing.
+
 Lock order: the invoice's row, then its subscription's (`access.tracking`),
 then its payment's (`mark_invoice_payment`); subscription events lock only the
 subscription's and payment events never lock an invoice, so none deadlock.
@@ -14,14 +19,55 @@ subscription's and payment events never lock an invoice, so none deadlock.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import access
+from .declared import Amount, Count, Currency, Id, StripeObject, Timestamp, Word
 from .orders import mark_invoice_payment
+
+
+class _Period(StripeObject):
+    start: Timestamp | None = None
+    end: Timestamp | None = None
+
+
+class _Line(StripeObject):
+    period: _Period | None = None
+
+
+class _Lines(StripeObject):
+    data: list[_Line] = []
+
+
+class _SubscriptionDetails(StripeObject):
+    subscription: Id | None = None
+
+
+class _Parent(StripeObject):
+    subscription_details: _SubscriptionDetails | None = None
+
+
+class Invoice(StripeObject):
+    """The Invoice fields the handlers read (https://docs.stripe.com/api/invoices/object)."""
+
+    object: Literal["invoice"]
+    id: Id
+    status: Word | None = None
+    amount_due: Amount
+    amount_paid: Amount
+    currency: Currency
+    attempt_count: Count | None = None
+    lines: _Lines | None = None
+    parent: _Parent | None = None  # basil and later
+    subscription: Id | None = None  # before basil
+    payment_intent: Id | None = None  # before basil
+
 
 # Ties (same second): a paid invoice stays paid.
 _STATUS_RANK = {"payment_failed": 0, "paid": 1}
@@ -95,9 +141,11 @@ def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
     return row is not None
 
 
-@handles("invoice.paid")
+@handles("invoice.paid", reads=Invoice)
 def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     invoice = event.object
+    if invoice.get("status") != "paid":
+        return NOT_PAID
     _set_invoice(conn, event, "paid")
     subscription = subscription_of(invoice)
     start, end = _service_period(invoice)
@@ -122,7 +170,7 @@ def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     return FULFILLED if row else ALREADY_FULFILLED
 
 
-@handles("invoice.payment_failed")
+@handles("invoice.payment_failed", reads=Invoice)
 def invoice_payment_failed(conn: psycopg.Connection, event: Event) -> str:
     # Access is not touched: Stripe's retries run with the subscription
     # `past_due`, and its customer.subscription.updated/deleted says how they ended.

@@ -25,9 +25,9 @@ from typing import Any, Callable
 import psycopg
 import structlog
 
-from webhooks.core import ledger
+from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
-from webhooks.infra.db import cursor
+from webhooks.infra.db import cursor, storable
 
 from . import scope
 from .payments import facts_params, note
@@ -37,6 +37,8 @@ log = structlog.get_logger(__name__)
 # The job kinds the decision writes (orders.sql).
 ORDER_FULFILLED = "order.fulfilled"
 PAYMENT_REVIEW = "payment.review"
+# The payment's identity facts that its jobs carry under the same name.
+_IDENTITY = ("session_id", "client_reference_id", "customer")
 
 # The decision is SQL (webhooks_payment_succeeded, orders.sql; why a
 # payment is held is webhooks_hold_reason), so that a success event's whole
@@ -84,6 +86,26 @@ class Success:
             **facts_params(self.facts),
         }
 
+    def stated(self, event: Event) -> dict[str, Any]:
+        """The fields of its job (webhooks_payment_job, orders.sql) that this event states.
+
+        The SQL function completes them from the payment's row, whose columns
+        were each written from such a statement.
+        """
+        metadata = {**(self.facts.get("intent_metadata") or {}), **(self.facts.get("session_metadata") or {})}
+        identity = {name: self.facts[name] for name in _IDENTITY if self.facts.get(name) is not None}
+        return storable(
+            {
+                "payment_id": self.payment_id,
+                "event_id": event.id,
+                "event_type": event.type,
+                "amount": self.amount,
+                "currency": self.currency,
+                "metadata": metadata,
+                **identity,
+            }
+        )
+
 
 def success(
     event: Event,
@@ -94,8 +116,15 @@ def success(
     order: bool = False,
     **facts: Any,
 ) -> Success:
+    """What `event` says of its payment's success, refused (InvalidJob) if the job it can
+    become would break that job's schema: the decision and the job are written
+    by one SQL statement, so they are checked before it."""
     require_created(event)  # the success is ordered by it
-    return Success(payment_id, amount, currency, order, facts)
+    paid = Success(payment_id, amount, currency, order, facts)
+    stated = paid.stated(event)
+    for kind in (ORDER_FULFILLED, PAYMENT_REVIEW):
+        jobs.check(kind, stated, partial=True)
+    return paid
 
 
 @dataclass(frozen=True)

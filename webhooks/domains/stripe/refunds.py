@@ -35,6 +35,7 @@ first seen alive, `refund.failed` when it fails or is canceled.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import psycopg
 
@@ -50,7 +51,43 @@ from webhooks.core.outcomes import (
 from webhooks.core.registry import handles
 
 from . import scope
+from .declared import Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
 from .payments import note, payment_id_of
+
+
+class Refund(StripeObject):
+    """The Refund fields the handlers read (https://docs.stripe.com/api/refunds/object)."""
+
+    object: Literal["refund"]
+    id: Id
+    status: Word | None = None  # old charges' refund lists name none
+    amount: Amount
+    currency: Currency
+    payment_intent: Id | None = None
+    charge: Id | None = None
+    failure_reason: Word | None = None
+    reason: Word | None = None
+    created: Timestamp | None = None
+
+
+class _Refunds(StripeObject):
+    data: list[Refund] = []
+
+
+class Charge(StripeObject):
+    """The Charge fields the handlers read (https://docs.stripe.com/api/charges/object)."""
+
+    object: Literal["charge"]
+    id: Id
+    amount: Amount
+    amount_captured: Amount | None = None
+    amount_refunded: Amount
+    captured: Flag | None = None
+    refunded: Flag | None = None
+    currency: Currency
+    payment_intent: Id | None = None
+    refunds: _Refunds | None = None  # listed before 2022-11-15, or when expanded
+
 
 _RANK = {"pending": 0, "requires_action": 1, "succeeded": 2, "failed": 3, "canceled": 3}
 _DEAD = 3
@@ -156,7 +193,7 @@ def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dic
     status = refund.get("status") or "succeeded"  # old charge lists name no status
     rank = _RANK.get(status)
     if rank is None:
-        raise ValueError(f"unknown refund status {status!r}")
+        raise UnknownValue("data.object.status: not a refund status the refund lifecycle here knows")
     stored = scope.stored(conn, event, "refund", refund_id, _STORED)
     if stored is not None and rank <= stored[0]:
         return None
@@ -211,7 +248,7 @@ def _outcome(position: Position) -> str:
     return PARTIALLY_REFUNDED if position.amount_refunded else AUTHORIZATION_RELEASED
 
 
-@handles("refund.created", "refund.updated", "refund.failed", "charge.refund.updated")
+@handles("refund.created", "refund.updated", "refund.failed", "charge.refund.updated", reads=Refund)
 def refund_changed(conn: psycopg.Connection, event: Event) -> str:
     refund = event.object
     payment_id = payment_id_of(refund.get("payment_intent"), refund.get("charge"))
@@ -226,7 +263,7 @@ def refund_changed(conn: psycopg.Connection, event: Event) -> str:
     return REFUND_FAILED if kind == REFUND_FAILED_JOB else _outcome(position)
 
 
-@handles("charge.refunded")
+@handles("charge.refunded", reads=Charge)
 def charge_refunded(conn: psycopg.Connection, event: Event) -> str:
     charge = event.object
     payment_id = payment_id_of(charge.get("payment_intent"), charge.get("id"))

@@ -13,6 +13,7 @@ change runs inside `access.tracking`, which tells the shop when it flips.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 import psycopg
 
@@ -22,6 +23,47 @@ from webhooks.core.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATE
 from webhooks.core.registry import handles
 
 from . import access
+from .declared import Count, Expandable, Flag, Id, StripeObject, Timestamp, Word
+
+
+class _Item(StripeObject):
+    current_period_start: Timestamp | None = None
+    current_period_end: Timestamp | None = None
+
+
+class _Items(StripeObject):
+    data: list[_Item] = []
+
+
+class _Pause(StripeObject):
+    behavior: Word | None = None
+    resumes_at: Timestamp | None = None
+
+
+class _Cancellation(StripeObject):
+    reason: Word | None = None
+
+
+class Subscription(StripeObject):
+    """The Subscription fields the handlers read (https://docs.stripe.com/api/subscriptions/object)."""
+
+    object: Literal["subscription"]
+    id: Id
+    status: Word
+    customer: Expandable
+    cancel_at_period_end: Flag | None = None
+    cancel_at: Timestamp | None = None
+    canceled_at: Timestamp | None = None
+    trial_end: Timestamp | None = None
+    pause_collection: _Pause | None = None
+    collection_method: Word | None = None
+    days_until_due: Count | None = None
+    items: _Items | None = None  # each item's period: basil and later
+    current_period_start: Timestamp | None = None  # before basil
+    current_period_end: Timestamp | None = None  # before basil
+    latest_invoice: Expandable | None = None
+    cancellation_details: _Cancellation | None = None
+
 
 TRIAL_ENDING_JOB = "subscription.trial_ending"
 
@@ -117,17 +159,18 @@ def _apply(conn: psycopg.Connection, event: Event, final: bool = False) -> bool:
     "customer.subscription.updated",
     "customer.subscription.paused",
     "customer.subscription.resumed",
+    reads=Subscription,
 )
 def subscription_changed(conn: psycopg.Connection, event: Event) -> str:
     return SUBSCRIPTION_UPDATED if _apply(conn, event) else SUPERSEDED
 
 
-@handles("customer.subscription.deleted")
+@handles("customer.subscription.deleted", reads=Subscription)
 def subscription_deleted(conn: psycopg.Connection, event: Event) -> str:
     return REVOKED if _apply(conn, event, final=True) else ALREADY_REVOKED
 
 
-@handles("customer.subscription.trial_will_end")
+@handles("customer.subscription.trial_will_end", reads=Subscription)
 def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
     """Three days before a trial ends (or at once when it is ended early): tell the shop."""
     _apply(conn, event)

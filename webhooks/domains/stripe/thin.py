@@ -14,13 +14,12 @@ the job applies the fetched object as that snapshot type. A thin type with no
 snapshot handler stays `notified`.
 
 The same job re-syncs the object of a snapshot event whose api_version the
-handlers cannot read (`enqueue_resync`): fetched with the pinned version,
-it has the shape they expect.
+handlers cannot read (`resync_later`, chosen by versions.Admission): fetched
+with the pinned version, it has the shape they expect.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,7 +28,7 @@ from webhooks.core import outbox
 from webhooks.core.events import Event, require_created, require_id
 from webhooks.core.outcomes import IGNORED, NOTIFIED
 from webhooks.core.registry import Handler, Registry
-from webhooks.providers.stripe import NAME, UnsupportedApiVersion, require_api_version, thin
+from webhooks.providers.stripe import NAME, UnsupportedApiVersion, thin
 
 FETCH = "stripe.fetch"
 # The event is recorded and its object will be fetched and applied by the worker.
@@ -85,29 +84,6 @@ def fetch_later(conn: psycopg.Connection, event: Event) -> str:
     return FETCH_QUEUED
 
 
-@dataclass(frozen=True)
-class Resync:
-    """The check every handled Stripe event passes: its snapshot is in an API version the handlers read.
-
-    One in another version is claimed with a fetch of its object in the
-    pinned version (`resync_later`) when the API is configured; else it is
-    refused as unsupported (500, recorded), so Stripe retries and an
-    operator sees it.
-    """
-
-    supported: tuple[str, str]
-    api_configured: bool
-
-    def __call__(self, event: Event) -> Handler | None:
-        try:
-            require_api_version(event, self.supported)
-        except UnsupportedApiVersion:
-            if not self.api_configured:
-                raise
-            return resync_later
-        return None
-
-
 def resync_later(conn: psycopg.Connection, event: Event) -> str:
     """A handled event in an API version the handlers cannot read: fetch its object instead.
 
@@ -116,8 +92,8 @@ def resync_later(conn: psycopg.Connection, event: Event) -> str:
     """
     if not enqueue_resync(conn, event):
         raise UnsupportedApiVersion(
-            f"api_version {event.api_version} is not handled and a "
-            f"{event.object.get('object')} cannot be fetched again"
+            "its api_version is not one the handlers read, and its data.object.object "
+            "is not a kind this service can fetch again"
         )
     return RESYNC_QUEUED
 

@@ -8,17 +8,19 @@ from datetime import timedelta
 
 import psycopg
 
+from webhooks.core import history
 from webhooks.providers import Providers
 
 WINDOW = timedelta(hours=24)
 
-# Completed events by outcome, and events with failed attempts and no completion
-# yet, per provider, received within the window.
-_COUNTS = """
-SELECT provider, 'completed' AS status, outcome, count(*)
-FROM webhook_events
+# Claimed events by status and outcome (one refused for good, a 4xx answer, is
+# failed), and events with failed attempts and no claim yet, per provider,
+# received within the window.
+_COUNTS = f"""
+SELECT provider, {history.STATUS} AS status, outcome, count(*)
+FROM webhook_events e
 WHERE received_at >= now() - %(window)s
-GROUP BY provider, outcome
+GROUP BY 1, 2, 3
 UNION ALL
 SELECT f.provider, 'failed', NULL, count(DISTINCT f.event_id)
 FROM webhook_failures f

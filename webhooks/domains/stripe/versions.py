@@ -1,0 +1,100 @@
+"""Which API versions' snapshots the handlers apply: the known range, and a newer version by its shape.
+
+A snapshot event is rendered in its endpoint's API version.
+STRIPE_API_VERSIONS is the range the handlers are known to read: by
+default from 2020-08-27 to the version the installed stripe library pins
+(infra/config.py reads it from the library), every change in it to a field
+a handler reads listed in docs/events.md from Stripe's changelog. Inside
+the range an event's object must have its declared shape (declared.py) or
+it is refused for good (a stored 422).
+
+Stripe releases a version every month, and a monthly version only adds
+(https://docs.stripe.com/upgrades): a shop whose endpoint follows Stripe's
+current version must keep shipping while this project catches up. So an
+event of a version newer than the range is decided by its shape, not its
+name: when its object has every declared field with the declared type, it
+is applied, with one warning per version in each process and a count in
+/metrics; otherwise the handlers cannot read it, and it is refused as one
+of a version older than the range (or of none) is: re-synced (the object
+fetched again in the pinned STRIPE_API_VERSION, thin.resync_later) when the
+API is configured, else answered 500 and recorded, so Stripe retries.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import structlog
+from prometheus_client import Counter
+
+from webhooks.core.events import Event
+from webhooks.core.registry import Handler, Registry
+from webhooks.providers.stripe import NAME, UnsupportedApiVersion, thin
+
+from . import declared
+from .thin import resync_later
+
+log = structlog.get_logger(__name__)
+
+# Counted where handlers run, outside any app; the web app's /metrics exposes it.
+NEWER_VERSIONS = Counter(
+    "webhook_stripe_newer_api_version_events",
+    "Stripe events of an API version newer than STRIPE_API_VERSIONS, applied because their objects "
+    "had the declared shape, by version",
+    ["api_version"],
+    registry=None,
+)
+# Stripe's version names: a date, and the release's name since 2024-09-30 (acacia).
+_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(\.[a-z]{1,32})?")
+# The newer versions already warned of in this process.
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The check every handled snapshot event passes before its handler runs (the Stripe guard)."""
+
+    registry: Registry
+    supported: tuple[str, str]
+    api_configured: bool
+
+    def __call__(self, event: Event) -> Handler | None:
+        """None to run the handler; `resync_later` to run instead; raises to refuse the event."""
+        if thin(event):
+            return None  # ids only: the object is fetched, in the pinned version
+        shape = self.registry.reads(NAME, event.type)
+        version = event.api_version or ""
+        if self.supported[0] <= version[:10] <= self.supported[1]:
+            if shape is not None:
+                declared.check(shape, event)
+            return None
+        if self._newer(version) and shape is not None and not declared.problems(shape, event.object):
+            _applied_newer(version, self.supported[1], event)
+            return None
+        if self.api_configured:
+            return resync_later
+        named = version if _VERSION.fullmatch(version) else "missing or not a version name"
+        raise UnsupportedApiVersion(
+            f"api_version {named} is outside {self.supported[0]}..{self.supported[1]}"
+            + (" and its object is not the shape the handlers read" if self._newer(version) else "")
+        )
+
+    def _newer(self, version: str) -> bool:
+        return _VERSION.fullmatch(version) is not None and version[:10] > self.supported[1]
+
+
+def _applied_newer(version: str, newest_known: str, event: Event) -> None:
+    NEWER_VERSIONS.labels(version).inc()
+    if version in _warned:
+        return
+    _warned.add(version)  # a race repeats the warning once at most, per thread
+    log.warning(
+        "stripe_api_version_newer_than_known",
+        api_version=version,
+        newest_known=newest_known,
+        event_id=event.id,
+        event_type=event.type,
+        hint="applied: its object has the shape the handlers read; review Stripe's changelog "
+        "(docs/events.md) and upgrade the stripe library",
+    )

@@ -1,0 +1,156 @@
+"""Who the service's processes run as when root starts them (docs/serving.md, "Who runs as whom").
+
+gunicorn's workers run as WEBHOOK_SERVICE_USER (gunicorn's own `user` and
+`group` settings make the switch; gunicorn.conf.py's `post_fork` sets the
+groups), and nginx's workers as WEBHOOK_FRONT_USER in the service user's
+group, the group gunicorn's socket is shared with. Neither is root, and
+neither is `nobody`: nginx leaves its workers dumpable, so any other process
+running as their user could attach to one and borrow its group. A user that
+does not exist is made as Debian's packages make theirs: a system user with
+a group of its own, no home and no login shell.
+
+Without root nothing here applies: every process runs as whoever started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from .config import SettingError, Settings
+
+log = structlog.get_logger(__name__)
+
+# Debian keeps useradd and usermod in /usr/sbin, which is not on every user's PATH.
+_SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+# useradd's and usermod's status when another of them holds /etc/passwd's lock.
+_LOCKED = 10
+_TRIES = 5
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def group(self) -> str:
+        return grp.getgrgid(self.gid).gr_name
+
+    def groups(self) -> list[int]:
+        """The groups its processes get: its own and those /etc/group lists it in."""
+        return os.getgrouplist(self.name, self.gid)
+
+
+def as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def service_account(settings: Settings) -> Account:
+    """gunicorn's workers' user."""
+    return _account(settings.service_user, "WEBHOOK_SERVICE_USER")
+
+
+def front_account(settings: Settings) -> Account:
+    """nginx's workers' user; they run in the service user's group."""
+    return _account(settings.front_user, "WEBHOOK_FRONT_USER")
+
+
+def _account(name: str, setting: str) -> Account:
+    """The user `name`, made if missing; never root."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        entry = _made(name, setting)
+    if entry.pw_uid == 0:
+        raise SettingError(f"{setting}: {name} is root; name an unprivileged user (the default makes one)")
+    return Account(name, entry.pw_uid, entry.pw_gid)
+
+
+def _made(name: str, setting: str) -> pwd.struct_passwd:
+    argv = ["--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
+    done = _admin(["useradd", *argv, "--shell", "/usr/sbin/nologin", name], setting)
+    with contextlib.suppress(KeyError):
+        entry = pwd.getpwnam(name)  # made now, or by another start a moment before
+        log.info("user_made", user=name, setting=setting)
+        return entry
+    raise SettingError(f"{setting}: useradd could not make the user {name}: {_reason(done)}")
+
+
+def join_group(account: Account, group: str) -> None:
+    """Add `account` to `group` in /etc/group, where `Account.groups` finds it."""
+    if account.name in grp.getgrnam(group).gr_mem:
+        return
+    done = _admin(["usermod", "--append", "--groups", group, account.name], "WEBHOOK_SERVICE_USER")
+    if done.returncode != 0:
+        raise SettingError(
+            f"WEBHOOK_SERVICE_USER: usermod could not add {account.name} to {group}: {_reason(done)}"
+        )
+    log.info("user_joined_group", user=account.name, group=group)
+
+
+def _admin(argv: list[str], setting: str) -> subprocess.CompletedProcess:
+    """useradd or usermod, tried again while another one (a second start) holds /etc/passwd's lock."""
+    tool = shutil.which(argv[0], path=_SBIN_PATH)
+    if tool is None:
+        raise SettingError(f"{setting}: {argv[0]} is not installed, so make the user {argv[-1]} yourself")
+    for _ in range(_TRIES):
+        done = subprocess.run([tool, *argv[1:]], capture_output=True, text=True)
+        if done.returncode != _LOCKED:
+            break
+        time.sleep(0.2)
+    return done
+
+
+def _reason(done: subprocess.CompletedProcess) -> str:
+    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+
+
+def open_import_path(account: Account) -> None:
+    """Let `account` import what this process imports, or say which folder it cannot read.
+
+    Each folder above Python's path gets search permission for others (not
+    listing) where it lacks it, as pgserver opens the folders above its own
+    binaries: a Python installed in root's home (0700), as pyenv installs it
+    for root, is otherwise out of the workers' reach. A folder on the path
+    itself must already be readable by `account`.
+    """
+    folders = [f for f in dict.fromkeys(Path(p or os.getcwd()).resolve() for p in sys.path) if f.is_dir()]
+    for above in dict.fromkeys(a for folder in folders for a in reversed(folder.parents)):
+        mode = above.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            above.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+            log.warning("folder_opened_for_search", folder=str(above), user=account.name)
+    unreadable = _first_unreadable(account, folders)
+    if unreadable:
+        raise SettingError(
+            f"WEBHOOK_SERVICE_USER: {account.name} cannot read {unreadable}, which is on Python's path: "
+            f"let it read the folder, or name a user that can"
+        )
+
+
+def _first_unreadable(account: Account, folders: list[Path]) -> str | None:
+    """Asked of the kernel as `account`, groups and all, not worked out from mode bits."""
+    done = subprocess.run(
+        ["sh", "-c", 'for f do [ -r "$f" ] && [ -x "$f" ] || { printf %s "$f"; exit 1; }; done', "sh"]
+        + [str(f) for f in folders],
+        user=account.uid,
+        group=account.gid,
+        extra_groups=account.groups(),
+        cwd="/",
+        capture_output=True,
+        text=True,
+    )
+    return (done.stdout or done.stderr.strip()) if done.returncode else None
