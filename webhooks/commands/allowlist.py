@@ -33,33 +33,34 @@ from .errors import CommandError
 
 def published(provider: str, path: Path) -> list[str]:
     """The addresses and networks in a downloaded list, checked and sorted; CommandError names a bad one."""
-    text = path.read_text(errors="replace")
-    key = front.ALLOWLISTS[provider].key
     try:
-        document = json.loads(text)
+        document = json.loads(path.read_text(errors="replace"))
     except ValueError:
-        document = None
+        document = None  # text, one a line
+    key = front.ALLOWLISTS[provider].key
     if isinstance(document, dict):
         if not isinstance(document.get(key), list):
             raise CommandError(f"{path}: no {key!r} list in it (is it {front.ALLOWLISTS[provider].url}?)")
-        entries = [(f"{key} item {n}", item) for n, item in enumerate(document[key], 1)]
+        found = [_checked(path, f"{key} item {n}", item) for n, item in enumerate(document[key], 1)]
     elif isinstance(document, list):
-        entries = [(f"item {n}", item) for n, item in enumerate(document, 1)]
+        found = [_checked(path, f"item {n}", item) for n, item in enumerate(document, 1)]
     else:
-        lines = enumerate(text.splitlines(), 1)
-        entries = [(f"line {n}", line.split("#", 1)[0].strip()) for n, line in lines]
-        entries = [(where, entry) for where, entry in entries if entry]
-    found = set()
-    for where, entry in entries:
         try:
-            if not isinstance(entry, str):
-                raise ValueError(f"{entry!r} is not an IP address or network")
-            found.add(network(entry))
+            found = front.read_allowlist(path)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    if not found:
+        raise CommandError(f"{path} lists no address: it would refuse every delivery")
+    return sorted(set(found), key=lambda entry: _order(ipaddress.ip_network(entry)))
+
+
+def _checked(path: Path, where: str, entry) -> str:
+    if isinstance(entry, str):
+        try:
+            return network(entry)
         except ValueError as exc:
             raise CommandError(f"{path}: {where}: {exc}") from None
-    if not found:
-        raise CommandError(f"{path}: no address in it: such a list would refuse every delivery")
-    return sorted(found, key=lambda entry: _order(ipaddress.ip_network(entry)))
+    raise CommandError(f"{path}: {where}: {entry!r} is not an IP address or network")
 
 
 def _order(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> tuple:
