@@ -314,8 +314,9 @@ def _haproxy(env: dict[str, str], folder: Path, attack: Attack, seconds: float) 
 
 
 FRONTS = {
-    "nginx 1.22 (`serve`, the service's defaults)": _nginx,
-    "HAProxy 2.6 (http-buffer-request, timeout http-request, buffer over the body cap)": _haproxy,
+    "nginx 1.22 (`serve`, worker_connections {connections})": _nginx,
+    "HAProxy 2.6 (http-buffer-request, timeout http-request, a buffer over the body cap, "
+    "maxconn {connections})": _haproxy,
 }
 
 
@@ -372,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, outcomes = [], []
     with servers.private_schema(args.database) as url:
         env = {"DATABASE_URL": url, "STRIPE_WEBHOOK_SECRET": SECRET}
+        settings = Settings.from_env()
         for title, run in chosen:
-            folder = serving.make_folder(Settings.from_env())
+            title = title.format(connections=serving.fitted_connections(settings.front_connections))
+            folder = serving.make_folder(settings)
             try:
                 outcome, log = run(env, folder, attack, args.seconds)
             finally:
@@ -381,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench.flood] {title}: deliveries {outcome.deliveries.summary()}", file=sys.stderr)
             rows.append(row(title, outcome, log))
             outcomes.append(outcome)
-    print(f"$ python -m bench.flood {' '.join(argv if argv is not None else sys.argv[1:])}\n")
+    # The settings given to this run, which `serve` and HAProxy's config take.
+    given = [f"{name}={value} " for name, value in sorted(os.environ.items()) if name.startswith("WEBHOOK_")]
+    print(f"$ {''.join(given)}python -m bench.flood {' '.join(argv if argv is not None else sys.argv[1:])}\n")
     print(markdown_table(HEADERS, rows))
     print(
         f"\n{attack.addresses} addresses x {attack.per_address} connections, Content-Length {attack.length}, "
