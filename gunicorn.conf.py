@@ -16,7 +16,7 @@ from pathlib import Path
 from webhooks.infra import embedded, privilege
 from webhooks.infra.config import Settings
 from webhooks.infra.logs import configure as configure_logging
-from webhooks.web.front import GUNICORN_KEEPALIVE_S, socket_path
+from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
 
 # The master's own lines (a user made, a folder opened) as the workers' JSON lines.
 configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
@@ -29,13 +29,14 @@ if _account:
     user, group = _account.uid, _account.gid
 # The socket is its owner's and its group's (nginx's workers): 0660.
 umask = 0o117
-_public = (
-    f"unix:{socket_path(_settings.front_dir)}"
-    if _settings.front_dir
-    else f"{_settings.host}:{_settings.port}"
-)
-# The scraper's own listener: /metrics is served there and nowhere else.
-bind = [_public, f"{_settings.metrics_host}:{_settings.metrics_port}"]
+# Behind the front, a socket for the public listener and one for the
+# scraper's, each handed whole requests by the front; alone, HOST:PORT and
+# METRICS_HOST:METRICS_PORT. /metrics is served on the scraper's and
+# nowhere else.
+if _settings.front_dir:
+    bind = [f"unix:{socket_path(_settings.front_dir)}", f"unix:{metrics_socket_path(_settings.front_dir)}"]
+else:
+    bind = [f"{_settings.host}:{_settings.port}", f"{_settings.metrics_host}:{_settings.metrics_port}"]
 # Threads, not sync workers: a duplicate waiting on the winner's claim holds
 # a thread and a pooled connection rather than a whole process, and
 # keep-alive saves a connection per delivery. Stock gthread: the front reads

@@ -98,7 +98,7 @@ def exchange(
             _send_what_it_takes(conn, then)
         if half_close:
             conn.shutdown(socket.SHUT_WR)
-        return _read(conn, started, wait_s, quiet_s)
+        return read_answer(conn, started, wait_s, quiet_s)
 
 
 def _send_what_it_takes(conn: socket.socket, data: bytes) -> None:
@@ -108,7 +108,9 @@ def _send_what_it_takes(conn: socket.socket, data: bytes) -> None:
         pass  # refused before all of it was read: the answer is waiting
 
 
-def _read(conn: socket.socket, started: float, wait_s: float, quiet_s: float) -> Answer:
+def read_answer(conn: socket.socket, started: float, wait_s: float, quiet_s: float = 0.5) -> Answer:
+    """What `conn` sends back until it closes, `quiet_s` passes without a byte after an answer,
+    or `wait_s` in all."""
     data, first, last, ended = b"", None, None, "open"
     deadline = started + wait_s
     while (now := time.monotonic()) < deadline:
@@ -133,10 +135,14 @@ class Held:
     """Connections that sent `data` (as much as the server takes) and then nothing, reading nothing
     until asked: what a client that stalls, or never reads its answers, does."""
 
-    def __init__(self, address: tuple[str, int], data: bytes, count: int, source: str | None = None):
+    def __init__(
+        self, address: tuple[str, int], data: bytes | list[bytes], count: int, source: str | None = None
+    ):
+        """`count` connections from `source`, each sending `data`, or the next of a list of them."""
+        sent = data if isinstance(data, list) else [data] * count
         self.conns = [_opened(address, source) for _ in range(count)]
         self.received = [b""] * count
-        for conn in self.conns:
+        for conn, data in zip(self.conns, sent):
             conn.setblocking(False)
             with contextlib.suppress(OSError):
                 conn.send(data)
@@ -188,5 +194,5 @@ def pipeline(address: tuple[str, int], request: bytes, total_bytes: int, wait_s:
         writer = threading.Thread(target=_send_what_it_takes, args=(conn, request * count), daemon=True)
         started = time.monotonic()
         writer.start()
-        answer = _read(conn, started, wait_s, quiet_s=2.0)
+        answer = read_answer(conn, started, wait_s, quiet_s=2.0)
     return answer.data.count(b"HTTP/1.1 200"), answer.last_byte_s or answer.ended_s, answer.ended

@@ -47,11 +47,12 @@ global
     tune.bufsize %(bufsize)d
 defaults
     mode http
+    maxconn %(connections)d
     option http-buffer-request
-    timeout http-request %(timeout)ds
-    timeout client %(timeout)ds
+    timeout http-request %(timeout_ms)dms
+    timeout client %(timeout_ms)dms
     timeout http-keep-alive 5s
-    timeout connect %(timeout)ds
+    timeout connect %(timeout_ms)dms
     timeout server 60s
 frontend public
     bind 127.0.0.1:%(port)d
@@ -96,7 +97,6 @@ def _accepts(port: int) -> bool:
 
 
 def _fronts(settings: Settings, folder: Path) -> list[Front]:
-    socket_path = serving.socket_path(folder)
     nginx_port = servers.free_port()
     nginx_config = serving.nginx_config(
         dataclasses.replace(settings, host="127.0.0.1", port=nginx_port), folder
@@ -115,16 +115,21 @@ def _fronts(settings: Settings, folder: Path) -> list[Front]:
         ("HAProxy 2.6, buffer over the body cap", settings.max_body_bytes + 16384),
     ):
         port = servers.free_port()
-        config = _HAPROXY % {
-            "connections": settings.front_connections,
-            "bufsize": bufsize,
-            "timeout": TIMEOUT_S,
-            "port": port,
-            "body_cap": settings.max_body_bytes,
-            "socket": socket_path,
-        }
+        config = haproxy_config(settings, folder, port, bufsize, TIMEOUT_S)
         fronts.append(Front(title, lambda path: ["haproxy", "-f", str(path)], config, folder, port))
     return fronts
+
+
+def haproxy_config(settings: Settings, folder: Path, port: int, bufsize: int, timeout_s: float) -> str:
+    """HAProxy on 127.0.0.1:`port` in front of the gunicorn socket in `folder`."""
+    return _HAPROXY % {
+        "connections": settings.front_connections,
+        "bufsize": bufsize,
+        "timeout_ms": timeout_s * 1000,
+        "port": port,
+        "body_cap": settings.max_body_bytes,
+        "socket": serving.socket_path(folder),
+    }
 
 
 def _signed_chunked(extension: bytes = b"", trailer: bytes = b"") -> bytes:
@@ -266,8 +271,19 @@ def cost(
     ]
 
 
+def behind_a_front(folder: Path, direct_port: int) -> dict[str, str]:
+    """gunicorn's environment: its sockets in `folder`, as under `serve`, and 127.0.0.1:`direct_port`."""
+    return {
+        "WEBHOOK_FRONT_DIR": str(folder),
+        # The front's scraper listener, where nginx is rendered to listen.
+        "METRICS_PORT": str(servers.free_port()),
+        "GUNICORN_CMD_ARGS": f"--bind unix:{serving.socket_path(folder)} "
+        f"--bind unix:{serving.metrics_socket_path(folder)} --bind 127.0.0.1:{direct_port}",
+    }
+
+
 @contextlib.contextmanager
-def _gunicorn(env: dict[str, str], direct_port: int, log_path: Path):
+def gunicorn(env: dict[str, str], direct_port: int, log_path: Path):
     """gunicorn.conf.py on the socket, the direct port and the metrics port.
 
     Yields its pid once it answers.
@@ -304,18 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin") is None:
             parser.error(f"{tool} is not installed (apt-get install {tool})")
     folder = serving.make_folder(Settings.from_env())
-    direct_port, metrics_port = servers.free_port(), servers.free_port()
+    direct_port = servers.free_port()
     env = {
         "STRIPE_WEBHOOK_SECRET": SECRET,
-        "WEBHOOK_FRONT_DIR": str(folder),
         "WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS": str(TIMEOUT_S),
-        "METRICS_PORT": str(metrics_port),
-        "GUNICORN_CMD_ARGS": f"--bind unix:{serving.socket_path(folder)} --bind 127.0.0.1:{direct_port} "
-        f"--bind 127.0.0.1:{metrics_port}",
+        **behind_a_front(folder, direct_port),
     }
     with servers.private_schema(args.database) as url:
         env["DATABASE_URL"] = url
-        with _gunicorn(env, direct_port, folder / "gunicorn.log") as pid:
+        with gunicorn(env, direct_port, folder / "gunicorn.log") as pid:
             fronts = _fronts(Settings.from_env({**os.environ, **env}), folder)
             try:
                 behaviour = {front.title: hostile(front) for front in fronts}

@@ -77,6 +77,14 @@ def front(env: dict[str, str], log_path: Path):
 
 
 @contextlib.contextmanager
+def serve(env: dict[str, str], log_path: Path):
+    """`python -m webhooks serve` as a process of its own, its output (nginx's lines too) in `log_path`."""
+    env = {**env, "METRICS_PORT": str(free_port())}
+    with _served([sys.executable, "-m", "webhooks", "serve"], ROOT, env, log_path) as served:
+        yield served
+
+
+@contextlib.contextmanager
 def receiver(log_path: Path, delay_ms: int = 0, answer_bytes: int = 0):
     """bench.receiver, the outbox rows' receiver, in a process of its own, once it answers."""
     env = {"RECEIVER_DELAY_MS": str(delay_ms), "RECEIVER_ANSWER_BYTES": str(answer_bytes)}

@@ -199,12 +199,15 @@ class Gunicorn:
         command: list[str] | None = None,
         host: str = "127.0.0.1",
         inside: Callable[[list[str]], list[str]] = list,
+        probe: Callable[["Gunicorn"], str] = lambda server: server.url + "/readyz",
     ):
-        """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say)."""
+        """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say);
+        `probe`: the URL that answers 200 once it is ready."""
         self.port = _free_port()
         self.url = f"http://{host}:{self.port}"
         self.metrics_port = _free_port()
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        self._probe = probe(self)
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
         self.log = open(self.log_path, "w")
@@ -241,7 +244,7 @@ class Gunicorn:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             try:
-                ready = requests.get(self.url + "/readyz", timeout=5).status_code == 200
+                ready = requests.get(self._probe, timeout=5).status_code == 200
                 if ready and self.output().count('"event": "app_ready"') >= self.workers:
                     return
             except requests.RequestException:

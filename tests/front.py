@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 
 import requests
 
 from bench import framing
-from tests.conftest import signed_headers
+from tests.conftest import SERVE, Gunicorn, migrated_schema, require_front, service_env, signed_headers
 from tests.test_metrics import scrape
 from webhooks.traffic import samples
 
 _MISLEADING = ("Traceback", '"exception"', "WORKER TIMEOUT", "SIGKILL", "front_error")
+
+
+@contextlib.contextmanager
+def served(server_url: str, probe=None, **env):
+    """`python -m webhooks serve` on a migrated schema of its own, `env` over the tests' settings;
+    `probe` as for Gunicorn."""
+    require_front()
+    with migrated_schema(server_url) as url:
+        server = Gunicorn(service_env(url, **env), SERVE, **({"probe": probe} if probe else {}))
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def address(server) -> tuple[str, int]:
@@ -55,6 +69,20 @@ def refusals(server) -> Counter:
             if name == "webhook_front_refusals_total"
         }
     )
+
+
+def counted_since(server, before: Counter, total: int, within_s: float = 5.0) -> Counter:
+    """The refusals counted since `before`, once they add up to `total` (or `within_s` has passed).
+
+    `serve` tallies the front's log a few times a second, so a scrape may lag
+    the front by that much; a little longer is waited, so that one counted
+    twice would show.
+    """
+    deadline = time.monotonic() + within_s
+    while sum((refusals(server) - before).values()) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return refusals(server) - before
 
 
 def until_cut(held: framing.Held, within_s: float) -> float:

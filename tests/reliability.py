@@ -27,6 +27,7 @@ MODULES = (
     "tests/test_faults.py",
     "tests/test_serving.py",
     "tests/test_front.py",
+    "tests/test_edge.py",
     "tests/test_hostile_input.py",
     "tests/test_security.py",
     "tests/test_failover.py",

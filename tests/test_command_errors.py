@@ -7,6 +7,7 @@ nothing on stdout that reads like work done, and no traceback.
 
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -34,7 +35,7 @@ def one_error_line(ran: subprocess.CompletedProcess) -> str:
     "setting, value, said",
     [
         ("PORT", "abc", "error: PORT: 'abc' is not a whole number"),
-        ("PORT", "70000", "error: PORT: 70000 is not a port number (0 to 65535)"),
+        ("PORT", "70000", "error: PORT: 70000 is not a port number (1 to 65535)"),
         (
             "DATABASE_URL",
             "localhost:5432/shop",
@@ -59,6 +60,71 @@ def one_error_line(ran: subprocess.CompletedProcess) -> str:
 )
 def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, value, said):
     assert one_error_line(command(*argv, **{setting: value})) == said
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        ({"WEBHOOK_MAX_BODY_BYTES": "-1"}, "WEBHOOK_MAX_BODY_BYTES: must be at least 1, not -1"),
+        (
+            {"WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT": "0"},
+            "WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT: must be at least 1, not 0",
+        ),
+        ({"WEBHOOK_FRONT_CONNECTIONS": "4"}, "WEBHOOK_FRONT_CONNECTIONS: must be at least 16, not 4"),
+        ({"PORT": "0"}, "PORT: 0 is not a port number (1 to 65535)"),
+        (
+            {"HOST": "0.0.0.0:8000;\n    user root;"},
+            "HOST: '0.0.0.0:8000;\\n    user root;' is not an IP address or a host name",
+        ),
+        (
+            {"METRICS_HOST": "127.0.0.1 ssl"},
+            "METRICS_HOST: '127.0.0.1 ssl' is not an IP address or a host name",
+        ),
+        (
+            {"WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS": "0"},
+            "WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS: '0' is not a timeout from 0.001 to 3600 seconds",
+        ),
+        (
+            {"WEBHOOK_FRONT_DIR": "/tmp/front;"},
+            "WEBHOOK_FRONT_DIR: '/tmp/front;' is not an absolute path without spaces, quotes or ;{}$#",
+        ),
+        (
+            {"WEBHOOK_TRUSTED_PROXIES": "10.0.0.0/8;allow all"},
+            "WEBHOOK_TRUSTED_PROXIES: '10.0.0.0/8;allow all' is not an IP address or network",
+        ),
+        (
+            {"STRIPE_WEBHOOK_ALLOWLIST": "maybe"},
+            "STRIPE_WEBHOOK_ALLOWLIST: 'maybe' is not on or off (also true/false, yes/no, 1/0)",
+        ),
+        (
+            {"WEBHOOK_PROXY_PROTOCOL": "on"},
+            "WEBHOOK_PROXY_PROTOCOL: on, but WEBHOOK_TRUSTED_PROXIES names no proxy to take the client from",
+        ),
+    ],
+)
+def test_serve_refuses_a_setting_rendered_into_the_fronts_config_before_anything_serves(env, said):
+    conftest.require_front()
+    port = env.get("PORT") or str(conftest._free_port())
+    ran = command("serve", **{"PORT": port, **env})
+
+    assert one_error_line(ran) == f"error: {said}"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(port) or 1), timeout=1)
+
+
+def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path):
+    conftest.require_front()
+    (tmp_path / "stripe.txt").write_text("# Stripe's\n3.18.12.63\n3.18.12.999\n")
+    ran = command(
+        "serve",
+        PORT=str(conftest._free_port()),
+        STRIPE_WEBHOOK_ALLOWLIST="on",
+        WEBHOOK_ALLOWLIST_DIR=str(tmp_path),
+    )
+    assert one_error_line(ran) == (
+        f"error: STRIPE_WEBHOOK_ALLOWLIST: {tmp_path / 'stripe.txt'} line 3: "
+        "'3.18.12.999' is not an IP address or network"
+    )
 
 
 def test_a_database_url_that_is_not_a_url_does_not_echo_its_password():

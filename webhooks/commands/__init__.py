@@ -8,6 +8,7 @@ import os
 from webhooks.infra.logs import configure as configure_logging
 
 from . import (
+    allowlist,
     backfill,
     db,
     errors,
@@ -23,7 +24,20 @@ from . import (
 )
 
 # In the order `--help` lists them.
-COMMANDS = (migrate, serve, db, worker, events, prune, replay, loadtest, subscriptions, backfill, reconcile)
+COMMANDS = (
+    migrate,
+    serve,
+    db,
+    worker,
+    events,
+    prune,
+    replay,
+    loadtest,
+    subscriptions,
+    backfill,
+    reconcile,
+    allowlist,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

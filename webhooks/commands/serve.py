@@ -1,8 +1,9 @@
 """`python -m webhooks serve` (bin/serve, the Procfile's `web:`): migrate, then nginx in front of gunicorn.
 
-nginx listens on HOST:PORT and hands gunicorn whole requests over a Unix
-socket (webhooks/web/front.py); gunicorn also listens on
-METRICS_HOST:METRICS_PORT, the scraper's, for /metrics. Without nginx,
+nginx listens on HOST:PORT and on METRICS_HOST:METRICS_PORT (the
+scraper's, for /metrics), and hands gunicorn whole requests over a Unix
+socket for each (webhooks/web/front.py); `serve` tallies the requests the
+front refused, for /metrics (webhooks/web/refusals.py). Without nginx,
 gunicorn alone serves 127.0.0.1 only, and the command says so: exposed by
 itself, a thread-per-request server is held by any client that sends slowly.
 
@@ -30,7 +31,7 @@ import structlog
 from webhooks import bootstrap
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
-from webhooks.web import front
+from webhooks.web import front, refusals
 
 from .errors import CommandError
 
@@ -75,6 +76,7 @@ class Served:
         self.front_dir: Path | None = None
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._front_said: collections.deque[str] = collections.deque(maxlen=1)
+        self._tallying = threading.Event()
 
     def __enter__(self) -> "Served":
         try:
@@ -88,10 +90,47 @@ class Served:
         self.stop()
 
     def _start(self) -> None:
-        if self.nginx:
-            self.front_dir = front.make_folder(Settings.from_env(self.env))
-            self.env["WEBHOOK_FRONT_DIR"] = str(self.front_dir)
-        gunicorn = self._spawn(
+        if not self.nginx:
+            self._gunicorn()
+            return
+        front_dir = self.front_dir = front.make_folder(Settings.from_env(self.env))
+        self.env["WEBHOOK_FRONT_DIR"] = str(front_dir)
+        # Rendered first: a setting nginx would refuse stops everything before anything starts.
+        settings = Settings.from_env(self.env)
+        config = front_dir / front.CONFIG
+        config.write_text(front.nginx_config(settings, front_dir))
+        self._until(
+            lambda: front.socket_path(front_dir).exists(),
+            self._gunicorn(),
+            "gunicorn exited before it listened (its log is above)",
+        )
+        fitted = front.fitted_connections(settings.front_connections)
+        if fitted < settings.front_connections:
+            log.warning(
+                "front_connections_lowered",
+                connections=fitted,
+                wanted=settings.front_connections,
+                reason="the open-file limit holds two descriptors per connection",
+            )
+        proxy = self._spawn(
+            "nginx", [self.nginx, "-p", str(front_dir), "-c", str(config)], stderr=subprocess.PIPE
+        )
+        threading.Thread(target=self._relay, args=(proxy.stderr,), daemon=True).start()
+        address = (_LOOPBACK if settings.host in ("0.0.0.0", "::") else settings.host, settings.port)
+        self._until(
+            lambda: _accepts(address),
+            proxy,
+            lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}",
+        )
+        tally = refusals.Tally(
+            front_dir,
+            lambda: proxy.send_signal(signal.SIGUSR1),  # nginx's "reopen your logs"
+            lambda: refusals.with_children(proxy.pid),
+        )
+        threading.Thread(target=tally.run, args=(self._tallying,), daemon=True).start()
+
+    def _gunicorn(self) -> subprocess.Popen:
+        return self._spawn(
             "gunicorn",
             [
                 sys.executable,
@@ -103,34 +142,6 @@ class Served:
             ],
             stdout=self.output,
             stderr=self.output,
-        )
-        if not self.nginx:
-            return
-        self._until(
-            lambda: front.socket_path(self.front_dir).exists(),
-            gunicorn,
-            "gunicorn exited before it listened (its log is above)",
-        )
-        settings = Settings.from_env(self.env)
-        fitted = front.fitted_connections(settings.front_connections)
-        if fitted < settings.front_connections:
-            log.warning(
-                "front_connections_lowered",
-                connections=fitted,
-                wanted=settings.front_connections,
-                reason="the open-file limit holds two descriptors per connection",
-            )
-        config = self.front_dir / front.CONFIG
-        config.write_text(front.nginx_config(settings, self.front_dir))
-        proxy = self._spawn(
-            "nginx", [self.nginx, "-p", str(self.front_dir), "-c", str(config)], stderr=subprocess.PIPE
-        )
-        threading.Thread(target=self._relay, args=(proxy.stderr,), daemon=True).start()
-        address = (_LOOPBACK if settings.host in ("0.0.0.0", "::") else settings.host, settings.port)
-        self._until(
-            lambda: _accepts(address),
-            proxy,
-            lambda: f"nginx did not start: {''.join(self._front_said) or 'no reason given'}",
         )
 
     def process(self, name: str) -> subprocess.Popen:
@@ -172,6 +183,7 @@ class Served:
 
     def stop(self) -> None:
         """The front first, letting it finish what it has sent on; then gunicorn; then the front's folder."""
+        self._tallying.set()
         for name, proc in reversed(self._procs):
             # QUIT is nginx's graceful stop; TERM is gunicorn's.
             proc.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
@@ -215,6 +227,8 @@ def _serve(args: argparse.Namespace) -> int:
     bootstrap.handlers(settings)
     port = args.port or settings.port
     nginx = nginx_binary(settings)
+    if nginx:
+        front.check(settings)
     host = settings.host
     if nginx is None and host != _LOOPBACK:
         print(

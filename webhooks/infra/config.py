@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -50,9 +52,91 @@ def _number(raw: str) -> float:
 
 def _port(raw: str) -> int:
     port = _whole(raw)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{port} is not a port number (0 to 65535)")
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{port} is not a port number (1 to 65535)")
     return port
+
+
+# The parsers below check what the front's config (webhooks/web/front.py) is
+# rendered from, so that nginx is never handed a value it refuses in twenty
+# lines, or one that smuggles in a directive of its own; every process
+# refuses them alike, at start.
+
+
+def _at_least(least: int):
+    def parse(raw: str) -> int:
+        number = _whole(raw)
+        if number < least:
+            raise ValueError(f"must be at least {least}, not {number}")
+        return number
+
+    return parse
+
+
+def _seconds(raw: str) -> float:
+    """A timeout the front renders in milliseconds: from 1 ms to an hour."""
+    seconds = _number(raw)
+    if not (math.isfinite(seconds) and 0.001 <= seconds <= 3600):
+        raise ValueError(f"{raw!r} is not a timeout from 0.001 to 3600 seconds")
+    return seconds
+
+
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _host(raw: str) -> str:
+    """An IP address or a host name, as a listener is given one."""
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        pass
+    if not _HOSTNAME.fullmatch(raw):
+        raise ValueError(f"{raw!r} is not an IP address or a host name")
+    return raw
+
+
+# Characters that would end or change a value written into nginx.conf.
+_UNSAFE_IN_CONFIG = re.compile(r"[\s;{}'\"$#\\\x00-\x1f\x7f]")
+
+
+def _folder(raw: str) -> str:
+    if not raw.startswith("/") or _UNSAFE_IN_CONFIG.search(raw):
+        raise ValueError(f"{raw!r} is not an absolute path without spaces, quotes or ;{{}}$#")
+    return raw
+
+
+_FLAGS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
+def _flag(raw: str) -> bool:
+    try:
+        return _FLAGS[raw.strip().lower()]
+    except KeyError:
+        raise ValueError(f"{raw!r} is not on or off (also true/false, yes/no, 1/0)") from None
+
+
+def network(raw: str) -> str:
+    """An IP address or network (`203.0.113.7`, `10.0.0.0/8`, `2600:1f18::/32`), as nginx writes it."""
+    try:
+        found = ipaddress.ip_network(raw.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"{raw.strip()!r} is not an IP address or network") from None
+    return str(found.network_address) if found.prefixlen == found.max_prefixlen else str(found)
+
+
+def _networks(raw: str) -> tuple[str, ...]:
+    return tuple(network(item) for item in _csv(raw))
 
 
 # A user name as useradd takes it, which is also safe to write into nginx.conf.
@@ -137,8 +221,21 @@ class Settings:
     front_dir: str | None = None
     # Connections the front holds open in all, and per client address once
     # its request head is in (nginx's limit_conn).
-    front_connections: int = 4096
+    front_connections: int = 8192
     front_connections_per_client: int = 512
+    # The front admits a provider's deliveries only from the addresses it
+    # publishes (webhooks/web/allowlists/), when its list is on.
+    stripe_allowlist: bool = False
+    github_allowlist: bool = False
+    # Where those lists are (stripe.txt, github.txt); unset, the ones shipped
+    # in webhooks/web/allowlists/. `webhooks allowlist refresh` writes there.
+    allowlist_dir: str | None = None
+    # Proxies (load balancers) in front of the front, as addresses or
+    # networks: from them, the client is the address they pass on
+    # (X-Forwarded-For, or the PROXY protocol when proxy_protocol is on), and
+    # the per-client limits and allowlists apply to it.
+    trusted_proxies: tuple[str, ...] = ()
+    proxy_protocol: bool = False
     # The front's binary: a name looked up on PATH (and in /usr/sbin), or a path.
     nginx: str = "nginx"
     # Stripe's own default; a delivery signed longer ago than this is a replay.
@@ -250,17 +347,22 @@ _FROM_ENV = {
     "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
     "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
     "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
-    "host": ("HOST", str),
+    "host": ("HOST", _host),
     "port": ("PORT", _port),
-    "metrics_host": ("METRICS_HOST", str),
+    "metrics_host": ("METRICS_HOST", _host),
     "metrics_port": ("METRICS_PORT", _port),
-    "front_dir": ("WEBHOOK_FRONT_DIR", str),
-    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", _whole),
-    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", _whole),
+    "front_dir": ("WEBHOOK_FRONT_DIR", _folder),
+    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", _at_least(16)),
+    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", _at_least(1)),
+    "stripe_allowlist": ("STRIPE_WEBHOOK_ALLOWLIST", _flag),
+    "github_allowlist": ("GITHUB_WEBHOOK_ALLOWLIST", _flag),
+    "allowlist_dir": ("WEBHOOK_ALLOWLIST_DIR", str),
+    "trusted_proxies": ("WEBHOOK_TRUSTED_PROXIES", _networks),
+    "proxy_protocol": ("WEBHOOK_PROXY_PROTOCOL", _flag),
     "nginx": ("WEBHOOK_NGINX", str),
     "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", _whole),
-    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", _whole),
-    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", _number),
+    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", _at_least(1)),
+    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", _seconds),
     "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", _whole),
     "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", _whole),
     "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", _whole),

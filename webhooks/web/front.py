@@ -11,8 +11,13 @@ answers whole, so a client that does not read holds no thread either.
 
 The front's config is rendered here, from the service's settings, and
 nowhere else: `python -m webhooks serve` writes it into the front's folder
-beside gunicorn's socket and the front's log of the requests the app did not
-answer, which /metrics counts by reason.
+beside gunicorn's sockets and the front's log of the requests the app did not
+answer, which `serve` tallies for /metrics (webhooks/web/refusals.py).
+
+The front also serves the scraper's port, on a socket of gunicorn's own and
+a few scrapes at a time; admits a provider's deliveries only from the
+addresses it publishes, where its allowlist is on; and, behind trusted
+proxies, takes the client to be the address they pass on.
 """
 
 from __future__ import annotations
@@ -20,13 +25,18 @@ from __future__ import annotations
 import os
 import resource
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from webhooks.infra import privilege
-from webhooks.infra.config import Settings
+from webhooks.infra.config import SettingError, Settings, network
+
+from .route import WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
 SOCKET = "gunicorn.sock"
+# gunicorn's second socket, the scraper's: the front's metrics listener alone hands requests to it.
+METRICS_SOCKET = "metrics.sock"
 # One line per request the app did not answer: its status.
 REFUSED_LOG = "refused.log"
 INSTALL = "apt-get install nginx"
@@ -41,6 +51,7 @@ GUNICORN_KEEPALIVE_S = 5
 # app's refusals do.
 REFUSALS = {
     400: "bad_request",
+    403: "source_not_allowed",
     408: "request_timeout",
     413: "body_too_large",
     414: "request_line_too_long",
@@ -53,7 +64,7 @@ REFUSALS = {
 }
 # nginx closes a timed-out or vanished client without an answer (408, 499),
 # and a 500 here is gunicorn's own.
-_ANSWERED_BY_FRONT = (400, 413, 414, 429, 431, 502, 504)
+_ANSWERED_BY_FRONT = (400, 403, 413, 414, 429, 431, 502, 504)
 # The nginx codes each of those answers stands for, where they differ.
 # nginx answers a transfer coding it does not know with 501 and an HTTP
 # version it does not speak with 505: neither is the server failing, and a
@@ -66,6 +77,29 @@ _OTHER_DESCRIPTORS = 64
 # milliseconds, a duplicate waits at most the lock timeout. Clients still
 # sending theirs are dropped then, and their senders retry.
 _SHUTDOWN_S = 3.0
+# Scrapes handed to gunicorn at once: each holds a thread for a database
+# query, so however many the scraper's port is sent, deliveries keep the rest.
+_SCRAPES_AT_ONCE = 4
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a provider publishes its deliveries' addresses, and the setting that admits only those."""
+
+    setting: str
+    url: str
+    # The list's key in the JSON document at `url`.
+    key: str
+
+
+ALLOWLISTS = {
+    "stripe": Published(
+        "STRIPE_WEBHOOK_ALLOWLIST", "https://stripe.com/files/ips/ips_webhooks.json", "WEBHOOKS"
+    ),
+    "github": Published("GITHUB_WEBHOOK_ALLOWLIST", "https://api.github.com/meta", "hooks"),
+}
+# The lists as shipped; WEBHOOK_ALLOWLIST_DIR names another folder.
+ALLOWLIST_DIR = Path(__file__).parent / "allowlists"
 
 _TEMPLATE = """\
 # Rendered by `python -m webhooks serve` from the service's settings
@@ -95,7 +129,10 @@ http {
     # A slow client costs a connection here, never a gunicorn thread. Its
     # head must be in within the timeout; its body may not stall longer
     # between two reads; a client that stops reading its answer is reset,
-    # which frees the bytes it left unread at once.
+    # which frees the bytes it left unread at once. nginx has no bound on a
+    # whole body's time: a body trickled faster than the timeout is held
+    # until it is complete, so the connection ceiling above is sized to
+    # hold such bodies (docs/reliability.md, the trickle flood).
     client_header_timeout %(timeout)s;
     client_body_timeout %(timeout)s;
     send_timeout %(timeout)s;
@@ -103,9 +140,12 @@ http {
     reset_timedout_connection on;
     large_client_header_buffers 4 8k;
     client_max_body_size %(body_cap)d;
-    # A larger body waits in a temporary file, not in memory.
-    client_body_buffer_size 64k;
+    # What a body in progress holds in memory at most, so what the ceiling
+    # of held connections costs; a larger body waits in a temporary file.
+    client_body_buffer_size 16k;
     limit_conn_zone $binary_remote_addr zone=per_client:10m;
+    limit_conn_zone $server_port zone=scrapes:1m;
+    limit_conn_status 429;
 
     # gunicorn stamps the app's answers with a Server header; nginx's own
     # and gunicorn's parser's refusals have none.
@@ -116,30 +156,49 @@ http {
     }
     access_log off;
 
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_set_header Host $http_host;
+    proxy_request_buffering on;
+    proxy_buffering on;
+    # A request handed to gunicorn is answered there anyway: the front
+    # waits for that answer even if its client has closed or half-closed,
+    # and keeps the connection to gunicorn for the next request.
+    proxy_ignore_client_abort on;
+    proxy_connect_timeout %(timeout)s;
+
     upstream gunicorn {
         server unix:%(socket)s;
         keepalive 64;
         keepalive_timeout %(upstream_keepalive)s;
     }
 
+    upstream gunicorn_metrics {
+        server unix:%(metrics_socket)s;
+    }
+
     server {
         listen %(listen)s;
-        limit_conn per_client %(per_client)d;
-        limit_conn_status 429;
+%(real_client)s        limit_conn per_client %(per_client)d;
         access_log %(refused_log)s status if=$not_from_app;
 %(error_pages)s
         location / {
             proxy_pass http://gunicorn;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $http_host;
-            proxy_request_buffering on;
-            proxy_buffering on;
-            # A request handed to gunicorn is answered there anyway: the front
-            # waits for that answer even if its client has closed or half-closed,
-            # and keeps the connection to gunicorn for the next request.
-            proxy_ignore_client_abort on;
-            proxy_connect_timeout %(timeout)s;
+        }
+%(allowlists)s    }
+
+    # The scraper's listener: /metrics and nothing else, a few at a time.
+    server {
+        listen %(metrics_listen)s;
+        limit_conn scrapes %(scrapes)d;
+%(error_pages)s
+        location = /metrics {
+            proxy_pass http://gunicorn_metrics;
+        }
+
+        location / {
+            default_type application/json;
+            return 404 '{"error":"not_found"}';
         }
     }
 }
@@ -175,6 +234,10 @@ def socket_path(front_dir: str | Path) -> Path:
     return Path(front_dir) / SOCKET
 
 
+def metrics_socket_path(front_dir: str | Path) -> Path:
+    return Path(front_dir) / METRICS_SOCKET
+
+
 def refused_log(front_dir: str | Path) -> Path:
     return Path(front_dir) / REFUSED_LOG
 
@@ -188,8 +251,8 @@ def fitted_connections(wanted: int) -> int:
 
 
 def nginx_config(settings: Settings, front_dir: Path) -> str:
+    """The front's config; SettingError names a setting the settings' parsers could not check alone."""
     connections = fitted_connections(settings.front_connections)
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
     return _TEMPLATE % {
         "user": _worker_user(settings),
         "dir": front_dir,
@@ -199,12 +262,90 @@ def nginx_config(settings: Settings, front_dir: Path) -> str:
         "timeout": _seconds(settings.request_read_timeout_s),
         "body_cap": settings.max_body_bytes,
         "socket": socket_path(front_dir),
+        "metrics_socket": metrics_socket_path(front_dir),
         "upstream_keepalive": _seconds(GUNICORN_KEEPALIVE_S - 1),
-        "listen": f"{host}:{settings.port}",
+        "listen": _address(settings.host, settings.port)
+        + (" proxy_protocol" if settings.proxy_protocol else ""),
+        "real_client": _real_client(settings),
         "per_client": settings.front_connections_per_client,
         "refused_log": refused_log(front_dir),
         "error_pages": _error_pages(),
+        "allowlists": "".join(
+            _allowlisted(settings, name) for name in ALLOWLISTS if getattr(settings, f"{name}_allowlist")
+        ),
+        "metrics_listen": _address(settings.metrics_host, settings.metrics_port),
+        "scrapes": _SCRAPES_AT_ONCE,
     }
+
+
+def check(settings: Settings) -> None:
+    """SettingError for what `nginx_config` would refuse, before anything starts (the config is discarded)."""
+    nginx_config(settings, Path(tempfile.gettempdir()))
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _real_client(settings: Settings) -> str:
+    """realip: from a trusted proxy, the client is the address it passes on; from anyone else, the peer.
+
+    With X-Forwarded-For, the client is the last address in it that is not
+    a trusted proxy's, so what a client writes there itself counts for
+    nothing; with the PROXY protocol, the one the proxy's header names.
+    """
+    if settings.proxy_protocol and not settings.trusted_proxies:
+        raise SettingError(
+            "WEBHOOK_PROXY_PROTOCOL: on, but WEBHOOK_TRUSTED_PROXIES names no proxy to take the client from"
+        )
+    if not settings.trusted_proxies:
+        return ""
+    lines = [f"set_real_ip_from {proxy};" for proxy in settings.trusted_proxies]
+    lines.append(
+        "real_ip_header proxy_protocol;" if settings.proxy_protocol else "real_ip_header X-Forwarded-For;"
+    )
+    lines.append("real_ip_recursive on;")
+    return "".join(f"        {line}\n" for line in lines)
+
+
+def allowlist_path(settings: Settings, name: str) -> Path:
+    return Path(settings.allowlist_dir or ALLOWLIST_DIR) / f"{name}.txt"
+
+
+def read_allowlist(path: Path) -> list[str]:
+    """The addresses and networks of an allowlist file: one a line, `#` starting a comment.
+
+    ValueError names the line that is neither.
+    """
+    found = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            try:
+                found.append(network(entry))
+            except ValueError as exc:
+                raise ValueError(f"{path} line {number}: {exc}") from None
+    if not found:
+        raise ValueError(f"{path} lists no address: it would refuse every delivery")
+    return found
+
+
+def _allowlisted(settings: Settings, name: str) -> str:
+    """The provider's URL, admitted only from its list; anyone else gets 403 before a byte of body is read."""
+    try:
+        allowed = read_allowlist(allowlist_path(settings, name))
+    except OSError as exc:
+        raise SettingError(f"{ALLOWLISTS[name].setting}: {exc.filename}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SettingError(f"{ALLOWLISTS[name].setting}: {exc}") from None
+    lines = [
+        f"        location = {WEBHOOK_PREFIX}{name} {{",
+        *(f"            allow {entry};" for entry in allowed),
+        "            deny all;",
+        "            proxy_pass http://gunicorn;",
+        "        }",
+    ]
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def _seconds(value: float) -> str:

@@ -1,24 +1,26 @@
 """`GET /metrics` in Prometheus text format (prometheus-client), on the scraper's own listener.
 
 /metrics shows business counts and the outbox backlog, and a scrape costs a
-database query, so it is not on the public listener: gunicorn also listens
-on METRICS_HOST:METRICS_PORT (gunicorn.conf.py), and a request is served
-/metrics only when it came in there, which a client cannot fake.
+database query, so it is not on the public listener. Behind the front,
+gunicorn has a second socket that only the front's listener on
+METRICS_HOST:METRICS_PORT hands requests to, whole and a few at a time
+(webhooks/web/front.py); alone, gunicorn listens on METRICS_HOST:METRICS_PORT
+itself. A request is served /metrics only when it came in there, which a
+client cannot fake.
 
 Under gunicorn every worker is its own process with its own counters; with
 PROMETHEUS_MULTIPROC_DIR set (gunicorn.conf.py always sets it) each writes
 them to files there and a scrape, whichever worker answers it, sums them.
 Outbox depth and age are read from the database at scrape time, and the
-front's refusals from its log, so they are the same whichever process is asked.
+front's refusals from the totals `serve` keeps of them, so they are the same
+whichever process is asked.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import socket
 import threading
-from pathlib import Path
 
 import structlog
 from flask import Flask
@@ -38,7 +40,7 @@ from webhooks.domains.stripe.scope import SCOPE_CONFLICTS
 from webhooks.domains.stripe.versions import NEWER_VERSIONS
 from webhooks.infra import db
 
-from . import front
+from . import front, refusals
 
 log = structlog.get_logger(__name__)
 
@@ -88,18 +90,12 @@ class OutboxCollector:
 class FrontRefusals:
     """Requests the app never saw, refused by the front or gunicorn's parser, by status and reason.
 
-    The front writes one line per such request, its status, to its log
-    (webhooks/web/front.py). Each process reads on from where it
-    stopped last and keeps the totals, so a scrape counts them all whichever
-    worker answers it. Counting lines in a file is all it takes: no second
-    copy of the front's parsing, nothing shared between the workers.
+    `serve` keeps the totals (webhooks/web/refusals.py); every process reads
+    the same ones, so a scrape counts them all whichever worker answers it.
     """
 
-    def __init__(self, path: Path):
-        self._path = path
-        self._offset = 0
-        self._counts = collections.Counter({str(status): 0 for status in front.REFUSALS})
-        self._lock = threading.Lock()
+    def __init__(self, front_dir: str):
+        self._front_dir = front_dir
 
     def collect(self):
         family = CounterMetricFamily(
@@ -108,30 +104,14 @@ class FrontRefusals:
             "by status and reason",
             labels=["status", "reason"],
         )
-        with self._lock:
-            self._read_on()
-            for status, count in sorted(self._counts.items()):
-                family.add_metric([status, front.REFUSALS.get(int(status), "other")], count)
+        counted = {str(status): 0 for status in front.REFUSALS} | refusals.counts(self._front_dir)
+        for status, count in sorted(counted.items()):
+            family.add_metric([status, front.REFUSALS.get(int(status), "other")], count)
         yield family
-
-    def _read_on(self) -> None:
-        try:
-            with open(self._path, "rb") as log_file:
-                while True:
-                    log_file.seek(self._offset)
-                    chunk = log_file.read(1 << 20)
-                    # A line the front is still writing is counted next time.
-                    whole = chunk[: chunk.rfind(b"\n") + 1]
-                    if not whole:
-                        return
-                    self._counts.update(whole.decode("ascii", "replace").split())
-                    self._offset += len(whole)
-        except FileNotFoundError:
-            pass  # the front has not opened it yet
 
 
 class Metrics:
-    def __init__(self, pool, front_log: Path | None = None):
+    def __init__(self, pool, front_dir: str | None = None):
         self._pool = pool
         self.registry = CollectorRegistry()
         self.deliveries = Counter(
@@ -173,7 +153,7 @@ class Metrics:
         self.registry.register(NEWER_VERSIONS)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
-        self.front = FrontRefusals(front_log) if front_log else None
+        self.front = FrontRefusals(front_dir) if front_dir else None
         if self.front:
             self.registry.register(self.front)
 
@@ -226,16 +206,26 @@ class Metrics:
 
 
 class ByListener:
-    """Each request to the app of the listener it came in on: the scraper's port is served /metrics alone."""
+    """Each request to the app of the listener it came in on: the scraper's is served /metrics alone.
 
-    def __init__(self, public, metrics: Metrics, metrics_port: int):
-        self._public, self._metrics, self._metrics_port = public, metrics, metrics_port
+    The scraper's is gunicorn's socket for it behind the front, or its port without one.
+    """
+
+    def __init__(self, public, metrics: Metrics, metrics_port: int, front_dir: str | None):
+        self._public, self._metrics = public, metrics
+        self._scrapers = str(front.metrics_socket_path(front_dir)) if front_dir else metrics_port
 
     def __call__(self, environ, start_response):
         sock = environ.get("gunicorn.socket")
-        if sock is not None and sock.family != socket.AF_UNIX and sock.getsockname()[1] == self._metrics_port:
+        if sock is not None and self._listener(sock) == self._scrapers:
             return self._metrics.wsgi(environ, start_response)
         return self._public(environ, start_response)
+
+    @staticmethod
+    def _listener(sock: socket.socket) -> str | int:
+        """The path of the Unix socket, or the port, the connection was accepted on."""
+        name = sock.getsockname()
+        return name if sock.family == socket.AF_UNIX else name[1]
 
 
 def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
@@ -243,7 +233,7 @@ def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metri
 
     Webhook deliveries are reported to the returned Metrics.
     """
-    metrics = Metrics(pool, front.refused_log(front_dir) if front_dir else None)
+    metrics = Metrics(pool, front_dir)
     app.extensions["webhooks.metrics"] = metrics
-    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port)
+    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port, front_dir)
     return metrics
