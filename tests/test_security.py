@@ -114,8 +114,8 @@ _EXECUTES_CODE = {
     # An f-string of this module's text and core.history's STATUS, a fixed expression.
     ("activity.py", "_COUNTS"),
     # Composed with psycopg.sql from this module's own constants.
-    ("reconcile_local.py", "_query(_PRESENT, kind)"),
-    ("reconcile_local.py", "_query(_RECENT, kind)"),
+    ("reconcile_local.py", "_query(_PRESENT, rows)"),
+    ("reconcile_local.py", "_query(_RECENT, rows)"),
 }
 
 

@@ -41,21 +41,23 @@ DEAD = "failed"
 _ENQUEUE = "SELECT webhooks_enqueue(p_kind => %(kind)s, p_payload => %(payload)s::jsonb, p_key => %(key)s)"
 
 
-def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> bool:
+def enqueue(conn: psycopg.Connection, kind: jobs.JobKind | str, payload: dict, idempotency_key: str) -> bool:
     """Record a side effect on `conn`, inside the caller's transaction.
 
     The same key enqueued twice while the first is still pending is one job
     (False the second time); after that it is a second delivery with the
     same key, which the receiver treats as done. Values copied from a
     payload are made `storable` (the job is jsonb). A job that breaks its
-    kind's schema raises `jobs.InvalidJob`, failing the transaction.
+    kind's schema raises `jobs.InvalidJob`, failing the transaction; a kind
+    named by a plain string has none.
     """
+    name = kind if isinstance(kind, str) else kind.name
     payload = storable(payload)
-    jobs.check(kind, {"kind": kind, **payload})
+    jobs.check(kind, {"kind": name, **payload})
     payload_json = json.dumps(payload, separators=(",", ":"))
     (written,) = (
         cursor(conn)
-        .execute(_ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key})
+        .execute(_ENQUEUE, {"kind": name, "payload": payload_json, "key": idempotency_key})
         .fetchone()
     )
     return written

@@ -32,12 +32,13 @@ from webhooks.core.events import (
     require_token,
     timestamp,
 )
-from webhooks.core.outcomes import IGNORED_OTHER_MODE
 from webhooks.infra.config import Settings
 
 from .base import Headers, Outgoing, Provider
 
 NAME = "stripe"  # in URLs, the ledger and the registry
+# The outcome of a connected account's event of the other Stripe mode (mode_outcome).
+IGNORED_OTHER_MODE = "ignored_other_mode"
 SIGNATURE = "Stripe-Signature"
 # The headers Stripe's servers (and the Stripe CLI's `listen --forward-to`)
 # set on a delivery, besides its signature: the ones a handler can see.

@@ -27,20 +27,25 @@ import psycopg
 import structlog
 from psycopg.rows import class_row
 
-from webhooks.core import outbox, scope
+from webhooks.core import jobs, outbox, scope
 from webhooks.core.events import Event, InvalidEvent
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 from webhooks.infra.db import storable
 
 log = structlog.get_logger(__name__)
 
-ORDER_FULFILLED = "shopify.order.fulfilled"
-ORDER_REVIEW = "shopify.order.review"
-ORDER_CANCELLED = "shopify.order.cancelled"
+ORDER_FULFILLED = jobs.documented("shopify.order.fulfilled")
+ORDER_REVIEW = jobs.documented("shopify.order.review")
+ORDER_CANCELLED = jobs.documented("shopify.order.cancelled")
 CANCELLED = "cancelled"  # a shipped order was cancelled: the shop hears of it
 CANCEL_RECORDED = "cancel_recorded"  # not shipped: its orders/paid will be held
 ALREADY_CANCELLED = "already_cancelled"
+PARTS = Parts(
+    outcomes=(CANCELLED, CANCEL_RECORDED, ALREADY_CANCELLED),
+    jobs=(ORDER_FULFILLED, ORDER_REVIEW, ORDER_CANCELLED),
+)
 
 
 @dataclass(frozen=True)
@@ -139,13 +144,15 @@ def shipped(conn: psycopg.Connection, order_id: int) -> bool:
     return conn.execute(_SHIPPED, [order_id]).fetchone() is not None
 
 
-def enqueue(conn: psycopg.Connection, kind: str, event: Event, shop: str, key: int, **payload) -> None:
+def enqueue(
+    conn: psycopg.Connection, kind: jobs.JobKind, event: Event, shop: str, key: int | str, **payload: Any
+) -> None:
     """The shop's job, keyed by what it is about; names no customer."""
     outbox.enqueue(
         conn,
         kind,
         {"shop": shop, "event_id": event.id, **payload},
-        idempotency_key=f"{kind}:{shop}:{key}",
+        idempotency_key=f"{kind.name}:{shop}:{key}",
     )
 
 
@@ -158,7 +165,9 @@ def _line_items(order: dict) -> list[dict]:
     ]
 
 
-def _enqueue_order(conn, kind: str, event: Event, shop: str, order_id: int, **extra) -> None:
+def _enqueue_order(
+    conn: psycopg.Connection, kind: jobs.JobKind, event: Event, shop: str, order_id: int, **extra: Any
+) -> None:
     order = event.data
     enqueue(
         conn,

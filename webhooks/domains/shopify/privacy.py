@@ -22,7 +22,9 @@ import hashlib
 import psycopg
 import structlog
 
+from webhooks.core import jobs
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 from webhooks.core.redaction import redact
 from webhooks.core.registry import handles
 
@@ -30,10 +32,11 @@ from . import orders, payloads
 
 log = structlog.get_logger(__name__)
 
-DATA_REQUEST_JOB = "shopify.customer.data_request"
+DATA_REQUEST_JOB = jobs.documented("shopify.customer.data_request")
 DATA_REQUEST_QUEUED = "data_request_queued"
 REDACTED = "redacted"
 ALREADY_DONE = "already_done"  # this signed request was acted on before, under another event id
+PARTS = Parts(outcomes=(DATA_REQUEST_QUEUED, REDACTED, ALREADY_DONE), jobs=(DATA_REQUEST_JOB,))
 
 _FIRST_TIME = """
 INSERT INTO shopify_compliance_requests (body_sha256, topic, shop, event_id) VALUES (%s, %s, %s, %s)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import psycopg
 
+from webhooks.core import jobs
 from webhooks.core.events import Event
 from webhooks.core.outcomes import REFUNDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import orders
 
-ORDER_REFUNDED = "shopify.order.refunded"
+ORDER_REFUNDED = jobs.documented("shopify.order.refunded")
 REFUND_RECORDED = "refund_recorded"  # not shipped: its orders/paid will be held
 ALREADY_RECORDED = "already_recorded"
+PARTS = Parts(outcomes=(REFUNDED, REFUND_RECORDED, ALREADY_RECORDED), jobs=(ORDER_REFUNDED,))
 
 # Refund ids are global, like order ids: one row per refund, whatever shop header came with it.
 _RECORD = """

@@ -21,14 +21,16 @@ from typing import Iterator
 import psycopg
 import structlog
 
-from webhooks.core import outbox
+from webhooks.core import jobs, outbox
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 
 from . import scope
 
 log = structlog.get_logger(__name__)
 
-ACCESS_CHANGED = "subscription.access_changed"
+ACCESS_CHANGED = jobs.documented("subscription.access_changed")
+PARTS = Parts(jobs=(ACCESS_CHANGED,))
 
 # Creates the row or, when it exists, locks it with a no-op update; either
 # way it returns the account stored with it, for the scope check, and what
@@ -146,7 +148,7 @@ def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cau
             "access_until": after.access_until.isoformat() if after.access_until else None,
             **cause,
         },
-        idempotency_key=f"{ACCESS_CHANGED}:{subscription_id}:{key}",
+        idempotency_key=f"{ACCESS_CHANGED.name}:{subscription_id}:{key}",
     )
 
 

@@ -18,19 +18,14 @@ from typing import Literal
 import psycopg
 
 from webhooks.core.events import Event
-from webhooks.core.outcomes import (
-    AWAITING_PAYMENT,
-    NOT_PAID,
-    PAYMENT_FAILED,
-    SETUP_CHECKOUT,
-    SUBSCRIPTION_CHECKOUT,
-    SUPERSEDED,
-)
+from webhooks.core.outcomes import AWAITING_PAYMENT, NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
+from . import payments
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Text, Word
-from .orders import Orders, Success, success
-from .payments import note, payment_id_of
+from .lookups import Listing, Lookup, StripeJson
+from .orders import SETUP_CHECKOUT, SUBSCRIPTION_CHECKOUT, Orders, Success, success
+from .payments import PAYMENT_FAILED, note, payment_id_of
 
 
 class Session(StripeObject):
@@ -51,6 +46,29 @@ class Session(StripeObject):
 _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
 # A tuple, not a set: any JSON value can be compared with it.
 _PAID = ("paid", "no_payment_required")
+
+
+def _paid(session: StripeJson) -> bool:
+    return session.get("payment_status") in _PAID
+
+
+def _paid_payment(session: StripeJson) -> str | None:
+    """The payment a listed session stands for once paid (its intent, or itself without one)."""
+    if session.get("mode", "payment") != "payment" or not _paid(session):
+        return None
+    return session.get("payment_intent") or session["id"]
+
+
+LOOKUPS = (
+    Lookup(
+        "checkout.session",
+        "/v1/checkout/sessions/",
+        payments.ROWS,
+        prefixes=("cs_",),
+        agrees=_paid,
+        listing=Listing("/v1/checkout/sessions", _paid_payment, {"status": "complete"}),
+    ),
+)
 
 
 def _facts(session: dict) -> dict:
@@ -75,7 +93,7 @@ def _other_mode(session: dict) -> str | None:
 def payment_success(event: Event) -> Success | None:
     """The success a payment-mode session states once paid; None while it is not (or takes no payment)."""
     session = event.object
-    if _other_mode(session) is not None or session.get("payment_status") not in _PAID:
+    if _other_mode(session) is not None or not _paid(session):
         return None
     return success(
         event,

@@ -24,12 +24,30 @@ from typing import Literal
 import psycopg
 
 from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import access
 from .declared import Amount, Count, Currency, Id, StripeObject, Timestamp, Word
+from .lookups import Listing, Lookup, Rows, StripeJson
 from .orders import mark_invoice_payment
+from .payments import PAYMENT_FAILED
+
+
+def _paid(invoice: StripeJson) -> bool:
+    return invoice.get("status") == "paid"
+
+
+# A paid invoice has its fulfilment row.
+LOOKUPS = (
+    Lookup(
+        "invoice",
+        "/v1/invoices/",
+        Rows("invoice", "invoice_fulfilments", "invoice_id", at="fulfilled_at"),
+        agrees=_paid,
+        listing=Listing("/v1/invoices", lambda invoice: invoice["id"], {"status": "paid"}),
+    ),
+)
 
 
 class _Period(StripeObject):
@@ -144,7 +162,7 @@ def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
 @handles("invoice.paid", reads=Invoice)
 def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     invoice = event.object
-    if invoice.get("status") != "paid":
+    if not _paid(invoice):
         return NOT_PAID
     _set_invoice(conn, event, "paid")
     subscription = subscription_of(invoice)

@@ -27,6 +27,8 @@ import structlog
 
 from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
+from webhooks.core.outcomes import FULFILLED, HELD
+from webhooks.core.parts import Parts
 from webhooks.infra.db import cursor, storable
 
 from . import scope
@@ -35,8 +37,19 @@ from .payments import facts_params, note
 log = structlog.get_logger(__name__)
 
 # The job kinds the decision writes (orders.sql).
-ORDER_FULFILLED = "order.fulfilled"
-PAYMENT_REVIEW = "payment.review"
+ORDER_FULFILLED = jobs.documented("order.fulfilled")
+PAYMENT_REVIEW = jobs.documented("payment.review")
+# Why a payment that succeeded is not shipped, besides `held` (refunded,
+# disputed or fraud-warned before its success: payment.review).
+INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)
+NOT_AN_ORDER = "not_an_order"  # no Checkout Session in payment mode, no order marker
+SUBSCRIPTION_CHECKOUT = "subscription_checkout"  # its invoices are the billing side's
+SETUP_CHECKOUT = "setup_checkout"  # takes no payment
+PARTS = Parts(
+    # The decision's words (orders.sql, webhooks_payment_succeeded).
+    outcomes=(FULFILLED, HELD, INVOICE_PAYMENT, NOT_AN_ORDER, SUBSCRIPTION_CHECKOUT, SETUP_CHECKOUT),
+    jobs=(ORDER_FULFILLED, PAYMENT_REVIEW),
+)
 # The payment's identity facts that its jobs carry under the same name.
 _IDENTITY = ("session_id", "client_reference_id", "customer")
 

@@ -22,9 +22,30 @@ from typing import Any
 import psycopg
 
 from webhooks.core.events import Event, require_created, require_id
+from webhooks.core.parts import Parts
 from webhooks.infra.db import cursor, storable
 
 from . import scope
+from .lookups import Lookup, Rows
+
+# The payment failed (a PaymentIntent's, a Checkout Session's or an invoice's).
+PAYMENT_FAILED = "payment_failed"
+PARTS = Parts(outcomes=(PAYMENT_FAILED,))
+
+# Payments, not fulfilments, are what reconcile checks: a succeeded payment
+# that is not an order (an invoice's, a held one) has no fulfilment, and is
+# still a payment Stripe and we must agree on.
+ROWS = Rows("payment", "payments", "payment_id", at="status_at", state="status = 'succeeded'")
+# A payment with no PaymentIntent is keyed by its charge (payment_id_of).
+LOOKUPS = (
+    Lookup(
+        "charge",
+        "/v1/charges/",
+        ROWS,
+        prefixes=("ch_", "py_"),
+        agrees=lambda charge: charge.get("status") == "succeeded",
+    ),
+)
 
 # Breaks a tie between two events created in the same second: the later
 # stage of a payment wins (Stripe's timestamps are whole seconds).

@@ -39,20 +39,44 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
+from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import (
-    AUTHORIZATION_RELEASED,
-    PARTIALLY_REFUNDED,
-    REFUND_FAILED,
-    REFUNDED,
-    SUPERSEDED,
-)
+from webhooks.core.outcomes import REFUNDED, SUPERSEDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import scope
 from .declared import Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
+from .lookups import Listing, Lookup, Rows, StripeJson
 from .payments import note, payment_id_of
+
+# The refund's own status after the event (`refunded`: the payment is refunded in full).
+PARTIALLY_REFUNDED = "partially_refunded"
+REFUND_FAILED = "refund_failed"  # failed or canceled: no longer counted
+# Before basil, what a partial capture or a cancellation released uncaptured
+# came as a Refund: no money went back.
+AUTHORIZATION_RELEASED = "authorization_released"
+PAYMENT_REFUNDED = jobs.documented("payment.refunded")
+REFUND_FAILED_JOB = jobs.documented("refund.failed")
+PARTS = Parts(
+    outcomes=(REFUNDED, PARTIALLY_REFUNDED, REFUND_FAILED, AUTHORIZATION_RELEASED),
+    jobs=(PAYMENT_REFUNDED, REFUND_FAILED_JOB),
+)
+
+
+def _succeeded(refund: StripeJson) -> bool:
+    return refund.get("status") == "succeeded"
+
+
+LOOKUPS = (
+    Lookup(
+        "refund",
+        "/v1/refunds/",
+        Rows("refund", "refunds", "refund_id", at="updated_at", state="status = 'succeeded'"),
+        agrees=_succeeded,
+        listing=Listing("/v1/refunds", lambda refund: refund["id"] if _succeeded(refund) else None),
+    ),
+)
 
 
 class Refund(StripeObject):
@@ -91,8 +115,6 @@ class Charge(StripeObject):
 
 _RANK = {"pending": 0, "requires_action": 1, "succeeded": 2, "failed": 3, "canceled": 3}
 _DEAD = 3
-PAYMENT_REFUNDED = "payment.refunded"
-REFUND_FAILED_JOB = "refund.failed"
 _BASIL = "2025-03-31"
 
 _STORED = "SELECT status_rank, account FROM refunds WHERE refund_id = %s"
@@ -187,7 +209,7 @@ def _released(event: Event, charge: dict) -> int:
     return max(charge["amount"] - captured, 0)
 
 
-def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dict) -> str | None:
+def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dict) -> jobs.JobKind | None:
     """Apply one refund's status; the job kind of the transition it made, if any."""
     refund_id = require_id(refund.get("id"), "refund id")
     status = refund.get("status") or "succeeded"  # old charge lists name no status
@@ -238,7 +260,7 @@ def _notify(conn, event, kind, payment_id, refund, position: Position) -> None:
             "payment_amount_refunded": position.amount_refunded,
             "payment_fully_refunded": position.fully_refunded,
         },
-        idempotency_key=f"{kind}:{refund['id']}",
+        idempotency_key=f"{kind.name}:{refund['id']}",
     )
 
 

@@ -17,6 +17,7 @@ import structlog
 from prometheus_client import Counter
 
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 from webhooks.core.scope import record
 
 log = structlog.get_logger(__name__)
@@ -28,6 +29,7 @@ SCOPE_CONFLICTS = Counter(
     ["object_type"],
     registry=None,
 )
+PARTS = Parts(metrics=(SCOPE_CONFLICTS,))
 
 
 def check(

@@ -17,13 +17,27 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
+from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
+from webhooks.core.outcomes import SUPERSEDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import access
 from .declared import Count, Expandable, Flag, Id, StripeObject, Timestamp, Word
+from .lookups import Lookup
+
+# The mirror took the event's snapshot; a trial's end was announced
+# (customer.subscription.trial_will_end); access ended with the subscription.
+SUBSCRIPTION_UPDATED = "subscription_updated"
+TRIAL_ENDING = "trial_ending"
+REVOKED = "revoked"
+ALREADY_REVOKED = "already_revoked"
+TRIAL_ENDING_JOB = jobs.documented("subscription.trial_ending")
+PARTS = Parts(
+    outcomes=(SUBSCRIPTION_UPDATED, TRIAL_ENDING, REVOKED, ALREADY_REVOKED), jobs=(TRIAL_ENDING_JOB,)
+)
+LOOKUPS = (Lookup("subscription", "/v1/subscriptions/"),)
 
 
 class _Item(StripeObject):
@@ -64,8 +78,6 @@ class Subscription(StripeObject):
     latest_invoice: Expandable | None = None
     cancellation_details: _Cancellation | None = None
 
-
-TRIAL_ENDING_JOB = "subscription.trial_ending"
 
 # Ties (same second) go to the later stage of the lifecycle.
 _STATUS_RANK = {
@@ -185,6 +197,6 @@ def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
             "trial_end": subscription.get("trial_end"),
             "event_id": event.id,
         },
-        idempotency_key=f"{TRIAL_ENDING_JOB}:{subscription['id']}:{event.id}",
+        idempotency_key=f"{TRIAL_ENDING_JOB.name}:{subscription['id']}:{event.id}",
     )
     return TRIAL_ENDING
