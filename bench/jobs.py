@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 import fastjsonschema
 import jsonschema

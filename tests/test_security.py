@@ -105,6 +105,7 @@ _EXECUTES_CODE = {
     ("migrate.py", "text"),
     # Handed on by a caller, which passes a module constant of its own.
     ("ledger.py", "query"),
+    ("db.py", "query"),
     ("access.py", "claim_sql"),
     ("scope.py", "query"),
     # pgqueuer's own statements, passed through to its driver unchanged.

@@ -1,7 +1,7 @@
 """Thin events: claimed with a `stripe.fetch` job, fetched by the worker outside any
 claim, applied once through the same handlers."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -74,7 +74,7 @@ def thin_event(
         "object": "v2.core.event",
         "type": thin_type,
         "livemode": False,
-        "created": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "created": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "related_object": {
             "id": obj["id"],
             "type": obj["object"],

@@ -64,9 +64,9 @@ def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str,
     return expected
 
 
-def _refunded_payment(refund: dict) -> str | None:
+def _refunded_payment(refund: dict) -> str:
     # The key of the local payment row (see stripe.refunds): the intent, else the charge.
-    return refund.get("payment_intent") or refund.get("charge")
+    return str(refund.get("payment_intent") or refund.get("charge") or "")
 
 
 def _uncovered_refunds(conn, missing: list[str], refunds: dict[str, tuple[str, dict]]) -> list[str]:

@@ -18,8 +18,8 @@ is its own module; periodic work depends on the settings, so a domain's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psycopg
 from prometheus_client.registry import Collector

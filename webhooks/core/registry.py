@@ -25,9 +25,10 @@ the worker and the web edge read it without importing any domain.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import psycopg
 from prometheus_client.registry import Collector

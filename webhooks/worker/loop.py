@@ -73,7 +73,7 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
             allow_redirects=False,
         ) as response:
             await _read_capped(response)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
     if not 200 <= response.status < 300:
         raise DeliveryFailed(f"HTTP {response.status} {response.reason} from {url}"[:500])

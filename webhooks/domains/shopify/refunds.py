@@ -12,7 +12,7 @@ from __future__ import annotations
 import psycopg
 
 from webhooks.core import jobs
-from webhooks.core.events import Event
+from webhooks.core.events import Event, Json
 from webhooks.core.outcomes import REFUNDED
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
@@ -32,7 +32,7 @@ RETURNING 1
 """
 
 
-def _refund_line_items(refund: dict) -> list[dict]:
+def _refund_line_items(refund: Json) -> list[Json]:
     items = refund.get("refund_line_items")
     return [
         {"line_item_id": item.get("line_item_id"), "quantity": item.get("quantity")}

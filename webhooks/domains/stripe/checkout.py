@@ -17,13 +17,13 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core.events import Event
+from webhooks.core.events import Event, Json
 from webhooks.core.outcomes import AWAITING_PAYMENT, NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import payments
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Text, Word
-from .lookups import Listing, Lookup, StripeJson
+from .lookups import Listing, Lookup
 from .orders import SETUP_CHECKOUT, SUBSCRIPTION_CHECKOUT, Orders, Success, success
 from .payments import PAYMENT_FAILED, note, payment_id_of
 
@@ -48,15 +48,16 @@ _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
 _PAID = ("paid", "no_payment_required")
 
 
-def _paid(session: StripeJson) -> bool:
+def _paid(session: Json) -> bool:
     return session.get("payment_status") in _PAID
 
 
-def _paid_payment(session: StripeJson) -> str | None:
+def _paid_payment(session: Json) -> str | None:
     """The payment a listed session stands for once paid (its intent, or itself without one)."""
     if session.get("mode", "payment") != "payment" or not _paid(session):
         return None
-    return session.get("payment_intent") or session["id"]
+    payment = session.get("payment_intent") or session.get("id")
+    return payment if isinstance(payment, str) else None
 
 
 LOOKUPS = (
@@ -71,7 +72,7 @@ LOOKUPS = (
 )
 
 
-def _facts(session: dict) -> dict:
+def _facts(session: Json) -> Json:
     return {
         "checkout_mode": session.get("mode", "payment"),
         "session_id": session.get("id"),
@@ -81,11 +82,11 @@ def _facts(session: dict) -> dict:
     }
 
 
-def _payment_id(session: dict) -> str:
+def _payment_id(session: Json) -> str:
     return payment_id_of(session.get("payment_intent"), session.get("id"))
 
 
-def _other_mode(session: dict) -> str | None:
+def _other_mode(session: Json) -> str | None:
     """The outcome of a session that takes no one-off payment; None for a payment-mode one."""
     return _OTHER_MODES.get(session.get("mode", "payment"))
 

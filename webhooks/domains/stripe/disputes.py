@@ -24,7 +24,7 @@ from typing import Literal
 import psycopg
 
 from webhooks.core import jobs, outbox
-from webhooks.core.events import Event, require_id, timestamp
+from webhooks.core.events import Event, Json, require_id, timestamp
 from webhooks.core.outcomes import SUPERSEDED
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
@@ -154,7 +154,7 @@ def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
     return _OUTCOME.get(row[0], DISPUTE_OPEN)
 
 
-def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> dict:
+def _params(event: Event, dispute: Json, dispute_id: str, payment_id: str) -> Json:
     return {
         "dispute_id": dispute_id,
         "account": event.account_key,
@@ -171,14 +171,14 @@ def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> di
     }
 
 
-def _funds(dispute: dict) -> dict[str, bool]:
+def _funds(dispute: Json) -> dict[str, bool]:
     """Whether the dispute's balance transactions took money out (negative) and put it back."""
     amounts = [move["amount"] for move in dispute.get("balance_transactions") or []]
     return {"withdrawn": any(a < 0 for a in amounts), "reinstated": any(a > 0 for a in amounts)}
 
 
 def _notify(
-    conn: psycopg.Connection, event: Event, kind: jobs.JobKind, payment_id: str, dispute: dict
+    conn: psycopg.Connection, event: Event, kind: jobs.JobKind, payment_id: str, dispute: Json
 ) -> None:
     outbox.enqueue(
         conn,

@@ -27,6 +27,7 @@ from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, id_of, require_id
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
+from webhooks.infra.db import one
 
 from . import scope
 from .declared import Expandable, Flag, Id, StripeObject, Word
@@ -79,18 +80,20 @@ def warning_changed(conn: psycopg.Connection, event: Event) -> str:
     payment_id = payment_id_of(id_of(warning.get("payment_intent")), charge)
     note(conn, event, payment_id)
     known = scope.stored(conn, event, "fraud_warning", warning_id, _STORED) is not None
-    (actionable,) = conn.execute(
-        _UPSERT,
-        {
-            "warning_id": warning_id,
-            "account": event.account_key,
-            "payment_id": payment_id,
-            "charge_id": charge,
-            "fraud_type": warning.get("fraud_type"),
-            "actionable": warning.get("actionable") is not False,
-            "event_id": event.id,
-        },
-    ).fetchone()
+    (actionable,) = one(
+        conn.execute(
+            _UPSERT,
+            {
+                "warning_id": warning_id,
+                "account": event.account_key,
+                "payment_id": payment_id,
+                "charge_id": charge,
+                "fraud_type": warning.get("fraud_type"),
+                "actionable": warning.get("actionable") is not False,
+                "event_id": event.id,
+            },
+        )
+    )
     conn.execute(_WARN_PAYMENT, [payment_id])
     if known:
         return FRAUD_WARNING_UPDATED

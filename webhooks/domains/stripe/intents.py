@@ -15,13 +15,13 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core.events import Event
+from webhooks.core.events import Event, Json
 from webhooks.core.outcomes import NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import payments
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Word
-from .lookups import Listing, Lookup, StripeJson
+from .lookups import Listing, Lookup
 from .orders import INVOICE_PAYMENT, Orders, Success, mark_invoice_payment, success
 from .payments import PAYMENT_FAILED, note, payment_id_of
 
@@ -53,7 +53,7 @@ class InvoicePayment(StripeObject):
     payment: _Payment
 
 
-def _succeeded(intent: StripeJson) -> bool:
+def _succeeded(intent: Json) -> bool:
     return intent.get("status") == "succeeded"
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
 
-StripeJson = dict[str, Any]
+from webhooks.core.events import Json
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Listing:
     """
 
     path: str
-    local_id: Callable[[StripeJson], str | None]
+    local_id: Callable[[Json], str | None]
     filters: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -60,7 +59,7 @@ class Lookup:
     path: str
     rows: Rows | None = None
     prefixes: tuple[str, ...] = ("",)
-    agrees: Callable[[StripeJson], bool] = lambda _: True
+    agrees: Callable[[Json], bool] = lambda _: True
     listing: Listing | None = None
 
 

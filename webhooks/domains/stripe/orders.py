@@ -19,8 +19,9 @@ disputed when its success arrives is held instead (one `payment.review` job).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 import structlog
@@ -29,7 +30,7 @@ from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
 from webhooks.core.outcomes import FULFILLED, HELD
 from webhooks.core.parts import Parts
-from webhooks.infra.db import cursor, storable
+from webhooks.infra.db import cursor, one, storable
 
 from . import scope
 from .payments import facts_params, note
@@ -107,7 +108,7 @@ class Success:
         """
         metadata = {**(self.facts.get("intent_metadata") or {}), **(self.facts.get("session_metadata") or {})}
         identity = {name: self.facts[name] for name in _IDENTITY if self.facts.get(name) is not None}
-        return storable(
+        stated: dict[str, Any] = storable(
             {
                 "payment_id": self.payment_id,
                 "event_id": event.id,
@@ -118,6 +119,7 @@ class Success:
                 **identity,
             }
         )
+        return stated
 
 
 def success(
@@ -193,7 +195,7 @@ def _succeeded(conn: psycopg.Connection, event: Event, paid: Success, marker_key
         "at": event.created,
         **paid.params(marker_key),
     }
-    outcome, conflicting = cursor(conn).execute(_SUCCEEDED, params).fetchone()
+    outcome, conflicting = one(cursor(conn).execute(_SUCCEEDED, params))
     return _decided(event, paid, outcome, conflicting)
 
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 
-from webhooks.core.events import Event, require_created, require_id
+from webhooks.core.events import Event, Json, require_created, require_id
 from webhooks.core.parts import Parts
-from webhooks.infra.db import cursor, storable
+from webhooks.infra.db import cursor, one, storable
 
 from . import scope
 from .lookups import Lookup, Rows
@@ -61,8 +61,8 @@ class Payment:
     session_id: str | None
     client_reference_id: str | None
     customer: str | None
-    session_metadata: dict | None
-    intent_metadata: dict | None
+    session_metadata: Json | None
+    intent_metadata: Json | None
     invoice_id: str | None
     amount: int | None
     amount_refunded: int
@@ -127,11 +127,11 @@ def note(
         status=status,
         amount=amount,
         currency=currency,
-        rank=_STATUS_RANK.get(status),
+        rank=None if status is None else _STATUS_RANK.get(status),
         at=require_created(event) if status else None,
     )
     # The function's row type lists Payment's fields in order.
-    payment = Payment(*cursor(conn).execute(_NOTE, params).fetchone())
+    payment = Payment(*one(cursor(conn).execute(_NOTE, params)))
     scope.check(conn, event, "payment", payment_id, payment.account)
     return payment
 

@@ -12,6 +12,8 @@ alerted on here, and its effects still apply to the one row.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import structlog
 from prometheus_client import Counter
@@ -66,7 +68,7 @@ def alert(event: Event, object_type: str, object_id: str, stored_account: str) -
 
 def stored(
     conn: psycopg.Connection, event: Event, object_type: str, object_id: str, query: str
-) -> tuple | None:
+) -> tuple[Any, ...] | None:
     """The object's stored row from `query` (its account second), its scope checked.
 
     The row is read after the payment's row lock, so it cannot change under us.

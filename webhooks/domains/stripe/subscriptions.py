@@ -18,7 +18,7 @@ from typing import Literal
 import psycopg
 
 from webhooks.core import jobs, outbox
-from webhooks.core.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
+from webhooks.core.events import Event, InvalidEvent, Json, id_of, require_created, require_id, timestamp
 from webhooks.core.outcomes import SUPERSEDED
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
@@ -109,7 +109,7 @@ RETURNING 1
 """
 
 
-def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
+def _periods(subscription: Json) -> tuple[datetime | None, datetime | None]:
     """The current period: on the subscription before 2025-03-31 (basil), on its items after.
 
     With items on different intervals the latest start is the renewal that
@@ -123,12 +123,12 @@ def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
     return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
-def _days(value) -> int | None:
+def _days(value: object) -> int | None:
     """A send_invoice subscription's days until an invoice is due (null otherwise)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10_000 else None
 
 
-def _snapshot(event: Event, final: bool) -> dict:
+def _snapshot(event: Event, final: bool) -> Json:
     subscription = event.object
     status = subscription.get("status")
     if status not in _STATUS_RANK:

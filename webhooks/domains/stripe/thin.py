@@ -95,7 +95,8 @@ def enqueue_resync(conn: psycopg.Connection, event: Event) -> bool:
     kind with no known path (nothing queued).
     """
     obj = event.object
-    path = PATHS.get(obj.get("object"))
+    kind = obj.get("object")
+    path = PATHS.get(kind) if isinstance(kind, str) else None
     if path is None:
         return False
     url = path + require_id(obj.get("id"), "object id")
