@@ -31,8 +31,8 @@ from . import migrate
 
 FILE = migrate.ROOT / "schema.sql"
 PG_MAJOR = 15
-# Debian's path for the version's binaries, then whatever pg_dump is on PATH.
-_PG_DUMP_PLACES = (Path(f"/usr/lib/postgresql/{PG_MAJOR}/bin/pg_dump"),)
+# Debian's folder for the version's binaries, looked in before PATH.
+_PG_BIN = Path(f"/usr/lib/postgresql/{PG_MAJOR}/bin")
 # Far longer than a dump of this schema takes: past it pg_dump is stuck.
 _PG_DUMP_TIMEOUT_S = 120
 
@@ -60,12 +60,12 @@ class Unavailable(DumpError):
 
 def pg_dump() -> Path:
     """PostgreSQL 15's pg_dump."""
-    found = shutil.which("pg_dump")
-    for place in (*_PG_DUMP_PLACES, *([Path(found)] if found else [])):
+    on_path = shutil.which("pg_dump")
+    for place in (_PG_BIN / "pg_dump", *([Path(on_path)] if on_path else [])):
         if place.exists() and _major(_run([str(place), "--version"])) == PG_MAJOR:
             return place
     raise Unavailable(
-        f"pg_dump of PostgreSQL {PG_MAJOR} not found (looked in {_PG_DUMP_PLACES[0].parent} and PATH):"
+        f"pg_dump of PostgreSQL {PG_MAJOR} not found (looked in {_PG_BIN} and PATH):"
         f" apt-get install postgresql-client-{PG_MAJOR}"
     )
 
