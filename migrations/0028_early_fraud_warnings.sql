@@ -2,8 +2,8 @@
 -- told Stripe a charge may be fraudulent. Stripe's docs suggest refunding
 -- such a charge to avoid a dispute (The Early Fraud Warning object,
 -- `actionable`), so one that arrives before the payment's success holds it,
--- as a dispute does (webhooks_hold_reason, webhooks/domains/stripe/orders.sql), and one that arrives after shipping is told to the
--- shop. `actionable` only goes from true to false (once disputed or fully
+-- as a dispute does (webhooks_hold_reason, webhooks/domains/stripe/orders.sql),
+-- and one that arrives after shipping is told to the shop. `actionable` only goes from true to false (once disputed or fully
 -- refunded, a warning stays so).
 CREATE TABLE fraud_warnings (
     warning_id  text        PRIMARY KEY,

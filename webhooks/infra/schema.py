@@ -17,6 +17,7 @@ must be 15.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import shutil
 import subprocess
@@ -75,9 +76,9 @@ def _major(version: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_PG_DUMP_TIMEOUT_S)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_PG_DUMP_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise DumpError(f"{argv[0]} did not finish in {_PG_DUMP_TIMEOUT_S} s") from None
     if done.returncode:
@@ -102,9 +103,14 @@ def made_by_migrate(server_url: str, directory: Path = migrate.MIGRATIONS_DIR) -
             options = conninfo_to_dict(server_url).get("options", "")
             scoped = make_conninfo(server_url, options=f"{options} -c search_path={scratch}".strip())
             migrate.migrate(scoped, directory)
+            # The password travels in pg_dump's environment, not its command line, which `ps` shows.
+            params = conninfo_to_dict(server_url)
+            password = params.pop("password", None)
+            env = {**os.environ, **({"PGPASSWORD": password} if password else {})}
             raw = _run(
                 [str(dumper), "--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}"]
-                + ["--dbname", server_url]
+                + ["--dbname", make_conninfo(**params)],
+                env,
             )
         finally:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(scratch)))
