@@ -13,6 +13,10 @@ CREATE TABLE subscription_access_settings (
 );
 INSERT INTO subscription_access_settings DEFAULT VALUES;
 
+-- The rule's first definition: webhooks/domains/stripe/access.sql replaces
+-- it on every migrate. It stays here because the view is made of it, and
+-- migration 0023 reads the view before the rule files are applied.
+--
 -- The first branch that matches decides (`reason` names it):
 --   canceled / unpaid / incomplete_expired / paused   no access, whatever was paid
 --   collection_paused   pause_collection with behavior `void`: no access

@@ -26,16 +26,3 @@ ALTER TABLE payments DROP COLUMN refunded;
 ALTER TABLE payments ADD COLUMN refunded boolean GENERATED ALWAYS AS (
     coalesce(amount_refunded > 0 AND amount_refunded >= coalesce(amount_captured, amount), false)
 ) STORED;
-
-CREATE OR REPLACE FUNCTION webhooks_hold_reason(p_payment_id text, p_amount bigint)
-RETURNS text LANGUAGE sql AS $$
-    SELECT CASE
-        WHEN p.disputed THEN 'disputed'
-        -- Before any event stated the payment's amount, this event's: a
-        -- refund event can arrive before any that states it.
-        WHEN p.refunded OR (coalesce(p.amount_captured, p.amount) IS NULL
-                            AND p_amount BETWEEN 1 AND p.amount_refunded) THEN 'refunded'
-    END
-    FROM payments p
-    WHERE p.payment_id = p_payment_id
-$$;

@@ -2,8 +2,8 @@
 -- told Stripe a charge may be fraudulent. Stripe's docs suggest refunding
 -- such a charge to avoid a dispute (The Early Fraud Warning object,
 -- `actionable`), so one that arrives before the payment's success holds it,
--- as a dispute does, and one that arrives after shipping is told to the
--- shop. `actionable` only goes from true to false (once disputed or fully
+-- as a dispute does (webhooks_hold_reason, webhooks/domains/stripe/orders.sql),
+-- and one that arrives after shipping is told to the shop. `actionable` only goes from true to false (once disputed or fully
 -- refunded, a warning stays so).
 CREATE TABLE fraud_warnings (
     warning_id  text        PRIMARY KEY,
@@ -20,17 +20,3 @@ CREATE INDEX fraud_warnings_payment_idx ON fraud_warnings (payment_id);
 
 -- Only ever set, like `disputed` before a dispute is won.
 ALTER TABLE payments ADD COLUMN fraud_warned boolean NOT NULL DEFAULT false;
-
-CREATE OR REPLACE FUNCTION webhooks_hold_reason(p_payment_id text, p_amount bigint)
-RETURNS text LANGUAGE sql AS $$
-    SELECT CASE
-        WHEN p.disputed THEN 'disputed'
-        -- Before any event stated the payment's amount, this event's: a
-        -- refund event can arrive before any that states it.
-        WHEN p.refunded OR (coalesce(p.amount_captured, p.amount) IS NULL
-                            AND p_amount BETWEEN 1 AND p.amount_refunded) THEN 'refunded'
-        WHEN p.fraud_warned THEN 'fraud_warning'
-    END
-    FROM payments p
-    WHERE p.payment_id = p_payment_id
-$$;

@@ -14,6 +14,15 @@ def test_a_schema_missing_an_older_migration_is_not_current(db):
     assert not migrate.is_current(db)
 
 
+def test_a_database_that_applied_a_migration_since_folded_into_a_rule_file_is_current(database_url, db):
+    # 0026 only redefined functions that webhooks/domains/stripe/orders.sql now
+    # owns: databases made before the fold still record it, and have no file for it.
+    db.execute("INSERT INTO schema_migrations (version) VALUES ('0026_checkout_post_payment_invoices')")
+    assert migrate.missing(db) == []
+    assert migrate.migrate(database_url) == []
+    assert migrate.is_current(db)
+
+
 def test_every_migrate_reapplies_the_rule_functions_from_their_files(database_url, db):
     db.execute("""CREATE OR REPLACE FUNCTION webhooks_hold_reason(p_payment_id text, p_amount bigint)
                   RETURNS text LANGUAGE sql AS $$ SELECT 'edited by hand' $$""")

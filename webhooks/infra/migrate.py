@@ -7,6 +7,7 @@ calls them (webhooks/**/*.sql), in their current definitions, each a
 `CREATE OR REPLACE`: every migrate re-applies them after the migrations,
 and records each file's hash, so a schema is current only when every
 migration is applied and every definition is the one in the code.
+schema.sql shows what they make together (schema.py).
 """
 
 from __future__ import annotations

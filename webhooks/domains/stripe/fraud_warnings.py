@@ -7,7 +7,7 @@ You may wish to proactively refund a charge that receives an EFW, in order to
 avoid receiving a dispute later." So a warning is to a payment what a
 dispute is: one that arrives before the payment's success holds its order
 (`payment.review`, reason `fraud_warning`, decided in SQL by
-webhooks_hold_reason, migrations/0028); one that arrives after the order
+webhooks_hold_reason, orders.sql); one that arrives after the order
 shipped is told to the shop, once per warning (`payment.fraud_warning`, with
 the charge, the fraud type and `actionable`), for it to refund or not.
 

@@ -226,7 +226,7 @@ def mark_invoice_payment(conn: psycopg.Connection, event: Event, payment_intent:
     Called by the invoice events that name it (pre-basil `invoice.payment_intent`,
     basil's `invoice_payment.paid`); a no-op when they do not. A payment-mode
     Checkout Session's PaymentIntent stays an order: the invoice naming it is
-    the session's post-purchase invoice (`invoice_creation`), migrations/0026.
+    the session's post-purchase invoice (`invoice_creation`), orders.sql.
     """
     if not payment_intent:
         return

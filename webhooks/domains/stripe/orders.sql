@@ -52,10 +52,13 @@ $$;
 
 -- orders.succeeded: record the success and ship the payment once, if it is
 -- an order and not held; else the outcome word says why. A payment is an
--- order when a Checkout Session in payment mode names it (whatever invoice
--- names it too: that is the session's post-purchase invoice, migrations/0026)
--- or its PaymentIntent carries the shop's marker (`p_marker_key`), and it
--- pays no invoice; `p_order` is a handler's own decision that it is one.
+-- order when a Checkout Session in payment mode names it, or its
+-- PaymentIntent carries the shop's marker (`p_marker_key`) and it pays no
+-- invoice; `p_order` is a handler's own decision that it is one. An invoice
+-- that names a payment-mode session's PaymentIntent is the session's own:
+-- with `invoice_creation` Checkout generates "a post-purchase Invoice for
+-- one-time payments" (the session's `invoice`), paid by the PaymentIntent
+-- the session created, so no other invoice can be paid by it.
 -- `conflicting_account` is the payment's stored account when this event's
 -- scope disagrees with it (recorded in scope_conflicts), else NULL.
 CREATE OR REPLACE FUNCTION webhooks_payment_succeeded(
