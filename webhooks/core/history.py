@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
 _FAILURES = """
 SELECT provider, event_id, max(event_type) AS event_type, count(*) AS failures,
@@ -119,19 +119,6 @@ def events(
 
 
 @dataclass(frozen=True)
-class _LedgerRow:
-    event_type: str | None
-    status: str
-    outcome: str | None
-    response_status: int | None
-    response_body: str | None
-    received_at: datetime | None
-    completed_at: datetime | None
-    payload: str | None
-    account: str | None
-
-
-@dataclass(frozen=True)
 class _Attempt:
     failed_at: datetime
     event_type: str | None
@@ -144,7 +131,8 @@ class _Attempt:
 
 def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail | None:
     found = [provider, event_id]
-    ledger = conn.cursor(row_factory=class_row(_LedgerRow)).execute(_LEDGER_ROW, found).fetchone()
+    # The ledger row's columns are EventDetail's fields of the same names.
+    ledger = conn.cursor(row_factory=dict_row).execute(_LEDGER_ROW, found).fetchone()
     attempts = conn.cursor(row_factory=class_row(_Attempt)).execute(_FAILED_ATTEMPTS, found).fetchall()
     if ledger is None and not attempts:
         return None
@@ -165,17 +153,4 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
             failures,
             latest.account,
         )
-    return EventDetail(
-        provider,
-        event_id,
-        ledger.event_type,
-        ledger.status,
-        ledger.outcome,
-        ledger.response_status,
-        ledger.response_body,
-        ledger.received_at,
-        ledger.completed_at,
-        ledger.payload,
-        failures,
-        ledger.account,
-    )
+    return EventDetail(provider=provider, event_id=event_id, failures=failures, **ledger)
