@@ -26,7 +26,9 @@ import importlib
 import json
 import statistics
 import time
-from typing import Annotated, Any, Callable, Literal, Optional, Union
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any, Literal
 
 from webhooks.domains.stripe import declared
 from webhooks.domains.stripe.checkout import Session
@@ -45,7 +47,7 @@ def _msgspec_structs(msgspec) -> dict[str, type]:
     Amount = Annotated[int, meta(ge=0, le=2**63 - 1)]
     Currency = Annotated[str, meta(pattern="^[a-z]{3}$")]
     Word = Annotated[str, meta(pattern="^[a-z0-9_]{1,64}$")]
-    Metadata = dict[str, Union[str, int, float, bool, None]]
+    Metadata = dict[str, str | int | float | bool | None]
 
     session = msgspec.defstruct(
         "Session",
@@ -54,12 +56,12 @@ def _msgspec_structs(msgspec) -> dict[str, type]:
             ("id", Id),
             ("mode", Word),
             ("payment_status", Word),
-            ("payment_intent", Optional[Id], None),
-            ("amount_total", Optional[Amount], None),
-            ("currency", Optional[Currency], None),
-            ("customer", Optional[Id], None),
-            ("client_reference_id", Optional[str], None),
-            ("metadata", Optional[Metadata], None),
+            ("payment_intent", Id | None, None),
+            ("amount_total", Amount | None, None),
+            ("currency", Currency | None, None),
+            ("customer", Id | None, None),
+            ("client_reference_id", str | None, None),
+            ("metadata", Metadata | None, None),
         ],
     )
     intent = msgspec.defstruct(
@@ -71,9 +73,9 @@ def _msgspec_structs(msgspec) -> dict[str, type]:
             ("amount", Amount),
             ("amount_received", Amount),
             ("currency", Currency),
-            ("customer", Optional[Id], None),
-            ("metadata", Optional[Metadata], None),
-            ("invoice", Optional[Id], None),
+            ("customer", Id | None, None),
+            ("metadata", Metadata | None, None),
+            ("invoice", Id | None, None),
         ],
     )
     return {"checkout.session": session, "payment_intent": intent}
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for kind, body in bodies.items():
         text = body.decode()
-        parse = [_cpu_us(lambda: stripe_wire.parse(text), args.times) for _ in range(args.rounds)]
+        parse = [_cpu_us(partial(stripe_wire.parse, text), args.times) for _ in range(args.rounds)]
         rows.append([kind, "parse the body (every delivery)", f"{statistics.median(parse):.2f}", "1.00", "-"])
         broken = {
             **objects[kind],
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             check = make(kind)
             if not _accepts(check, objects[kind]):
                 raise SystemExit(f"{name} refuses the sample {kind}: its rules are not the project's")
-            spent = [_cpu_us(lambda: check(objects[kind]), args.times) for _ in range(args.rounds)]
+            spent = [_cpu_us(partial(check, objects[kind]), args.times) for _ in range(args.rounds)]
             median = statistics.median(spent)
             refuses = "yes" if not _accepts(check, broken) else "NO"
             rows.append([kind, name, f"{median:.2f}", f"{median / statistics.median(parse):.2f}", refuses])

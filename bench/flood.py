@@ -93,7 +93,7 @@ class Flood:
             target=_flood, args=(host, port, attack, seconds, self._counts), daemon=True
         )
 
-    def __enter__(self) -> "Flood":
+    def __enter__(self) -> Flood:
         self._proc.start()
         return self
 
@@ -141,7 +141,7 @@ async def _slot(host, port, source: str, attack: Attack, stop_at: float, counts,
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, local_addr=(source, 0)), timeout=10
                 )
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             counts[2] += 1
             await asyncio.sleep(1.0)
             continue
@@ -152,7 +152,7 @@ async def _slot(host, port, source: str, attack: Attack, stop_at: float, counts,
         while (left := stop_at - time.monotonic()) > 0:
             try:
                 await asyncio.wait_for(reader.read(1024), timeout=min(wait_s, left))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 with contextlib.suppress(OSError):
                     writer.write(b"a")
                 wait_s = attack.interval_s

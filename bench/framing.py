@@ -117,7 +117,7 @@ def read_answer(conn: socket.socket, started: float, wait_s: float, quiet_s: flo
         conn.settimeout(min(deadline - now, quiet_s) if data else deadline - now)
         try:
             chunk = conn.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             break
         except ConnectionResetError:
             ended = "reset"
@@ -142,7 +142,7 @@ class Held:
         sent = data if isinstance(data, list) else [data] * count
         self.conns = [_opened(address, source) for _ in range(count)]
         self.received = [b""] * count
-        for conn, data in zip(self.conns, sent):
+        for conn, data in zip(self.conns, sent, strict=True):
             conn.setblocking(False)
             with contextlib.suppress(OSError):
                 conn.send(data)
@@ -163,7 +163,7 @@ class Held:
         for conn in self.conns:
             conn.close()
 
-    def __enter__(self) -> "Held":
+    def __enter__(self) -> Held:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 import fastjsonschema
 import jsonschema
@@ -25,9 +25,9 @@ from webhooks.domains.stripe.orders import ORDER_FULFILLED, PAYMENT_REVIEW
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 
-KIND = "order.fulfilled"
+KIND = ORDER_FULFILLED
 JOB = {
-    "kind": KIND,
+    "kind": KIND.name,
     "payment_id": "pi_3PqLmN2eZvKYlo2C1dX9fT0a",
     "account": None,
     "event_id": "evt_1RkG2pNx4KqR2eZv4THa9l9O",

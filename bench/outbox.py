@@ -121,7 +121,7 @@ def running(
         logs = [workdir / f"worker-{n}.log" for n in range(workers)]
         procs = [_worker(env, log) for log in logs]
         try:
-            for proc, log in zip(procs, logs):
+            for proc, log in zip(procs, logs, strict=True):
                 _wait_started(proc, log)
             handle = Outbox(conninfo, url, procs, name)
             warm = handle.drain(WARM_UP_JOBS * workers)

@@ -130,7 +130,7 @@ def _parameterise(statement: str, events: list[dict]) -> str:
         pieces = pattern.split(body)
         found = pattern.findall(body)
         parts = [f"{prefix}'{pieces[0]}'"]
-        for recorded, piece in zip(found, pieces[1:]):
+        for recorded, piece in zip(found, pieces[1:], strict=True):
             parts += [f"({ids[recorded]})", f"{prefix}'{piece}'"]
         return "(" + " || ".join(parts) + ")"
 

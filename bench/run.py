@@ -691,7 +691,8 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
 
     def efficiency(row: str, workers: int) -> str:
         ratios = [
-            now * fewest / (workers * base) for now, base in zip(rates(row, workers), rates(row, fewest))
+            now * fewest / (workers * base)
+            for now, base in zip(rates(row, workers), rates(row, fewest), strict=True)
         ]
         return f"{100 * statistics.median(ratios):.0f} %"
 

@@ -12,8 +12,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psycopg
 import pytest
@@ -199,7 +199,7 @@ class Gunicorn:
         command: list[str] | None = None,
         host: str = "127.0.0.1",
         inside: Callable[[list[str]], list[str]] = list,
-        probe: Callable[["Gunicorn"], str] = lambda server: server.url + "/readyz",
+        probe: Callable[[Gunicorn], str] = lambda server: server.url + "/readyz",
     ):
         """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say);
         `probe`: the URL that answers 200 once it is ready."""

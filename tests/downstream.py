@@ -11,8 +11,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psycopg
 
@@ -157,7 +157,8 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
 
 def shipped(conn: psycopg.Connection) -> frozenset[str]:
     """The Idempotency-Key of every fulfilled payment's job (orders.sql keys them by payment)."""
-    return frozenset(f"{ORDER_FULFILLED}:{p}" for (p,) in conn.execute("SELECT payment_id FROM fulfilments"))
+    keys = conn.execute("SELECT payment_id FROM fulfilments")
+    return frozenset(f"{ORDER_FULFILLED.name}:{p}" for (p,) in keys)
 
 
 def delivered(conn: psycopg.Connection, receiver: Downstream, timeout: float) -> checker.Outbox:

@@ -9,8 +9,8 @@ import http.client
 import json
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tests.conftest import SECRET, signed_headers
 from tests.senders import Sender

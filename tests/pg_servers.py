@@ -170,7 +170,7 @@ class Cluster:
         shutil.chown(self.root, USER, USER)
         self.servers: list[Server] = []
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:

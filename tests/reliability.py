@@ -47,13 +47,13 @@ class Results:
         self.path = path
 
     @classmethod
-    def fresh(cls) -> "Results":
+    def fresh(cls) -> Results:
         path = Path(os.environ.get("RELIABILITY_RESULTS") or DEFAULT_RESULTS)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("")
         return cls(path)
 
-    def for_test(self, test: str) -> "Figures":
+    def for_test(self, test: str) -> Figures:
         return Figures(self, test)
 
     def append(self, row: dict) -> None:

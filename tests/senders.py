@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 from webhooks.bootstrap import PROVIDERS
 from webhooks.providers import Outgoing
@@ -21,7 +21,7 @@ JSON_TYPE = "application/json"
 
 def _standard_body(event_type: str) -> dict:
     # The spec's payload: type, timestamp (ISO 8601), data.
-    now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     return {"type": event_type, "timestamp": now, "data": {"id": f"obj_{uuid.uuid4().hex[:12]}"}}
 
 

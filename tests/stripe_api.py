@@ -12,8 +12,8 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 import pytest

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tests.stories import DAY, _invoice, fixture
 
@@ -77,7 +77,7 @@ def retag(events: list[dict], old: str, new: str) -> list[dict]:
 
 
 def at(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def access_at(db, subscription_id: str, moment: int) -> tuple:

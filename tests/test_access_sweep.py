@@ -34,15 +34,15 @@ def _grace_end(story: Story) -> int:
 
 def test_a_grace_running_out_without_an_event_is_told_once_as_revoked(client, db):
     story = _past_due_within_grace(client)
-    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED.name)] == ["granted"]
     assert access.sweep(db) == 0  # still inside the grace: nothing to tell
     later = at(_grace_end(story) + 60)
     assert access.sweep(db, later) == 1
     assert access.sweep(db, later) == 0
     assert access.sweep(db, later + timedelta(days=1)) == 0
-    told = jobs(db, ACCESS_CHANGED)[-1]
+    told = jobs(db, ACCESS_CHANGED.name)[-1]
     assert (told["change"], told["reason"], told["event_id"]) == ("revoked", "grace_expired", None)
-    assert told["key"] == f"{ACCESS_CHANGED}:{story.sub}:time:{later.isoformat()}"
+    assert told["key"] == f"{ACCESS_CHANGED.name}:{story.sub}:time:{later.isoformat()}"
 
 
 def test_sweeps_racing_from_several_workers_tell_a_flip_once(client, db, database_url):
@@ -61,7 +61,7 @@ def test_sweeps_racing_from_several_workers_tell_a_flip_once(client, db, databas
     for thread in threads:
         thread.join()
     assert sum(told) == 3
-    revoked = [j for j in jobs(db, ACCESS_CHANGED) if j["change"] == "revoked"]
+    revoked = [j for j in jobs(db, ACCESS_CHANGED.name) if j["change"] == "revoked"]
     assert sorted(j["subscription_id"] for j in revoked) == sorted(s.sub for s in stories)
 
 
@@ -71,7 +71,7 @@ def test_an_event_after_the_flip_was_told_tells_nothing_again(client, db):
     deliver(client, events[:-1])  # still active: told "granted"
     assert access.sweep(db) == 0
     deliver(client, events[-1:])  # past_due, grace already over: the event tells it
-    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted", "revoked"]
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED.name)] == ["granted", "revoked"]
     assert access.sweep(db) == 0
 
 
@@ -103,10 +103,10 @@ def test_a_cancel_at_passing_without_an_event_is_told_once_as_revoked(client, db
     events = [evt for _, evt in renewal(story)[:3]]
     events.append(story.subscription("updated", now - DAY, "active", story.start, cancel_at=cancel_at))
     deliver(client, events)
-    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED.name)] == ["granted"]
     assert access.sweep(db) == 0  # not yet
     later = at(cancel_at + 4)
     assert access.sweep(db, later) == 1
     assert access.sweep(db, later) == 0
-    told = jobs(db, ACCESS_CHANGED)[-1]
+    told = jobs(db, ACCESS_CHANGED.name)[-1]
     assert (told["change"], told["reason"], told["event_id"]) == ("revoked", "cancel_at", None)

@@ -1,5 +1,9 @@
 """The tree is the architecture: imports only go down the layers, and no module imports itself back.
 
+The core, the worker and the web edge import no domain at all: what a
+domain brings them (outcome words, job kinds, metrics, periodic work) comes
+through the registry the composition root builds (webhooks/core/parts.py).
+
 Every module's imports are read from its source (ast), function-local and
 TYPE_CHECKING ones included: a cycle that only type checkers see is still
 a cycle in the design.
@@ -26,6 +30,8 @@ LAYERS = (
     ("core",),
     ("infra",),
 )
+# Parts that read the domains only through the registry, never from a domain's modules.
+DOMAIN_FREE = ("core", "worker", "web")
 
 
 def module_name(path: Path) -> str:
@@ -95,6 +101,17 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
     return sorted(wrong)
 
 
+def domain_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a domain by a module of a part that must not know any."""
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in edges.items()
+        if part(module) in DOMAIN_FREE
+        for target in targets
+        if part(target) == "domains"
+    )
+
+
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Each set of modules that import one another, round in a circle.
 
@@ -138,18 +155,25 @@ def test_no_modules_import_one_another_in_a_circle():
     assert cycles(graph()) == []
 
 
-def test_the_checks_find_an_upward_import_and_a_circle():
+def test_the_core_the_worker_and_the_web_edge_import_no_domain():
+    assert domain_imports(graph()) == []
+
+
+def test_the_checks_find_an_upward_import_a_circle_and_a_domain_import():
     edges = {
         "webhooks.core.ingest": {"webhooks.web.app"},
         "webhooks.web.app": {"webhooks.core.ingest"},
         "webhooks.ops.tool": set(),
         "webhooks.infra.db": set(),
+        "webhooks.worker.loop": {"webhooks.domains.stripe.thin", "webhooks.bootstrap"},
+        "webhooks.commands.reconcile": {"webhooks.domains.stripe.objects"},
     }
     assert upward(edges) == [
         "webhooks.core.ingest imports webhooks.web.app",
         "webhooks.ops.tool is in no layer",
     ]
     assert cycles(edges) == [["webhooks.core.ingest", "webhooks.web.app"]]
+    assert domain_imports(edges) == ["webhooks.worker.loop imports webhooks.domains.stripe.thin"]
 
 
 def test_the_import_reader_resolves_relative_and_submodule_imports(tmp_path):

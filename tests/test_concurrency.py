@@ -37,7 +37,9 @@ def test_two_different_events_for_one_payment_fulfil_it_once(app, db, trial):
     checkout, intent, _ = samples.payment_events()
     events = [checkout, intent] * 4
     clients = [app.test_client() for _ in events]
-    results = release_together([lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, events)])
+    results = release_together(
+        [lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, events, strict=True)]
+    )
     assert {r.status for r in results} <= {200, 409}
     assert table_counts(db)["fulfilments"] == 1
     # The provider retries every 409 until it gets a 200; then both events are done.

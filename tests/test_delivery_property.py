@@ -98,7 +98,9 @@ CONCURRENT = settings(
 def _draw_plan(data, events: list[dict], max_copies: int) -> tuple[list[dict], list[int]]:
     """Each event 1..max_copies times, shuffled, each copy given to one of the senders."""
     copies = data.draw(st.lists(st.integers(1, max_copies), min_size=len(events), max_size=len(events)))
-    deliveries = data.draw(st.permutations([e for e, n in zip(events, copies) for _ in range(n)]))
+    deliveries = data.draw(
+        st.permutations([e for e, n in zip(events, copies, strict=True) for _ in range(n)])
+    )
     senders = data.draw(
         st.lists(st.integers(0, SENDERS - 1), min_size=len(deliveries), max_size=len(deliveries))
     )
@@ -124,7 +126,7 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
     # can arrive before the success.
     can_hold = {
         p
-        for p, shape in zip(payment_ids, shapes)
+        for p, shape in zip(payment_ids, shapes, strict=True)
         if shape.disputed or shape.fraud_warned or 3000 in shape.refunds
     }
     assert {p for p, d in decided.items() if d == "held"} <= can_hold
@@ -132,7 +134,7 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
     # A warning that did not hold its order came after it shipped: the shop is
     # told, once; one that held it (or came after a hold) tells nothing more.
     keys = [key for _, key in jobs(db)]
-    for payment_id, shape, story in zip(payment_ids, shapes, stories):
+    for payment_id, shape, story in zip(payment_ids, shapes, stories, strict=True):
         if shape.fraud_warned:
             warning = dict(story)["fraud_warning"]["data"]["object"]["id"]
             told = keys.count(f"payment.fraud_warning:{warning}")
@@ -149,7 +151,10 @@ def _shuffle_into(app, twin, events: list[dict], data) -> str:
     deliveries, senders = _draw_plan(data, events, max_copies=4)
     account = f"acct_{uuid.uuid4().hex[:12]}"
     deliver(twin.client, events, account)
-    queues = [[scoped(e, account) for e, s in zip(deliveries, senders) if s == n] for n in range(SENDERS)]
+    queues = [
+        [scoped(e, account) for e, s in zip(deliveries, senders, strict=True) if s == n]
+        for n in range(SENDERS)
+    ]
     statuses = _deliver_concurrently(app, queues)
     assert len(statuses) == len(deliveries) and set(statuses) == {200}, statuses
     return account
@@ -176,7 +181,7 @@ def test_shuffled_refund_and_dispute_lifecycles_end_as_one_sequential_delivery_o
     assert lifecycle_state(db, account) == lifecycle_state(twin.db, account)
     keys = [key for _, key in jobs(db)]
     assert len(keys) == len(set(keys))
-    for kind, story in zip(kinds, stories):
+    for kind, story in zip(kinds, stories, strict=True):
         named = dict(story)
         payment_id = named["intent_succeeded"]["data"]["object"]["id"]
         shipped = {f"order.fulfilled:{payment_id}", f"payment.review:{payment_id}"} & set(keys)
@@ -234,7 +239,8 @@ def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequentia
     # even alone, a commit's NOTIFY queues behind every other database's.
     deliver(make_app().test_client(), subs.retag(events, tag, reference))
     queues = [
-        subs.retag([e for e, s in zip(deliveries, senders) if s == n], tag, shuffled) for n in range(SENDERS)
+        subs.retag([e for e, s in zip(deliveries, senders, strict=True) if s == n], tag, shuffled)
+        for n in range(SENDERS)
     ]
     statuses = _deliver_concurrently(app, queues)
 

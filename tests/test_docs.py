@@ -84,6 +84,13 @@ def test_every_event_type_with_a_handler_is_named_on_its_page():
     assert missing == []
 
 
+def test_every_outcome_word_the_domains_bring_is_named_in_the_docs():
+    words = bootstrap.handlers(Settings()).outcomes()
+    assert {"fulfilled", "dispute_won", "already_done", "pong"} <= words  # the domains brought theirs
+    pages = "".join((DOCS / page).read_text() for page in ("events.md", "providers.md", "contract.md"))
+    assert sorted(word for word in words if f"`{word}`" not in pages) == []
+
+
 def test_the_readme_is_a_front_door_with_the_test_command_ci_runs():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= README_MAX_LINES

@@ -9,6 +9,8 @@ actionable). Before, both were `ignored`: a warned payment shipped, and the shop
 never heard of the warning.
 """
 
+from functools import partial
+
 import pytest
 
 from tests.conftest import post_event, until_answered
@@ -37,7 +39,7 @@ def test_an_early_fraud_warning_before_the_success_holds_the_order_once(app, db,
     story = _story(shape, kind)
     assert until_answered(app, story["fraud_warning"]) == "fraud_warning_recorded"
     successes = [story["checkout_paid"], story["intent_succeeded"]] * 4  # both, duplicated
-    results = release_together([lambda c=app.test_client(), e=e: post_event(c, e) for e in successes])
+    results = release_together([partial(post_event, app.test_client(), e) for e in successes])
     assert {r.status for r in results} <= {200, 409}
     assert {until_answered(app, e) for e in successes} == {"held"}
     payment_id = story["intent_succeeded"]["data"]["object"]["id"]
@@ -52,7 +54,7 @@ def test_an_early_fraud_warning_after_shipping_queues_one_job_with_the_charge_an
     story = _story(shape)
     assert deliver(app.test_client(), [story["intent_succeeded"]]) == ["fulfilled"]
     warning = story["fraud_warning"]
-    results = release_together([lambda c=app.test_client(): post_event(c, warning) for _ in range(8)])
+    results = release_together([partial(post_event, app.test_client(), warning) for _ in range(8)])
     assert {r.status for r in results} <= {200, 409}
     assert until_answered(app, warning) == "fraud_warning_reported"
     payment_id, charge = warning["data"]["object"]["payment_intent"], warning["data"]["object"]["charge"]

@@ -3,8 +3,8 @@
 The stories are the tests' own (tests/stories.py, payment_stories.py,
 subscription_stories.py, shopify.py, the thin events of test_thin_fetch.py),
 delivered through the app as their senders deliver them; the jobs are read
-back from the outbox as the worker would send them. docs/outbox.md links
-each schema.
+back from the outbox as the worker would send them. Each kind is one a
+domain brings (Registry.job_kinds), and docs/outbox.md links each schema.
 """
 
 import json
@@ -20,13 +20,18 @@ from tests.payment_stories import dispute_lifecycle, refund_lifecycle
 from tests.stories import DAY, CardPayment, card_payment, deliver
 from tests.subscription_stories import MONTH, Story, at, dunning
 from tests.test_thin_fetch import paid_intent, thin_event
+from webhooks import bootstrap
+from webhooks.core import jobs as job_kinds
 from webhooks.domains.stripe import access, checkout, intents
 from webhooks.domains.stripe.orders import ORDER_FULFILLED
+from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
+# Every kind the domains bring, by name.
+KINDS = {kind.name: kind for kind in bootstrap.handlers(Settings()).job_kinds()}
 
 
 def _events(story) -> list[dict]:
@@ -104,33 +109,33 @@ def _jobs(db) -> list[dict]:
     return [json.loads(payload) for (payload,) in rows]
 
 
-def schema(kind: str) -> dict:
-    return json.loads((SCHEMAS / f"{kind}.json").read_text())
-
-
 def test_every_job_real_deliveries_leave_matches_its_kinds_schema(jobs):
     kinds = {job["kind"] for job in jobs}
-    without = sorted(kind for kind in kinds if not (SCHEMAS / f"{kind}.json").exists())
-    assert without == [], f"job kinds without a schema in docs/schemas/: {without}"
+    unknown = sorted(kinds - set(KINDS))
+    assert unknown == [], f"job kinds no domain brings: {unknown}"
     for job in jobs:
-        jsonschema.validate(job, schema(job["kind"]), cls=jsonschema.Draft202012Validator)
-    # Each schema describes a kind the service writes, and the stories reach every one.
-    assert kinds == {path.name.removesuffix(".json") for path in SCHEMAS.glob("*.json")}
+        rules = job_kinds.schema(KINDS[job["kind"]])
+        jsonschema.validate(job, rules, cls=jsonschema.Draft202012Validator)
+    # The stories reach every kind the domains bring.
+    assert kinds == set(KINDS)
 
 
-def test_each_schema_is_a_valid_schema_of_its_kind_linked_from_the_outbox_page():
+def test_each_kind_has_a_valid_schema_of_its_own_in_the_docs_linked_from_the_outbox_page():
     page = (ROOT / "docs" / "outbox.md").read_text()
-    for path in sorted(SCHEMAS.glob("*.json")):
-        kind = path.name.removesuffix(".json")
-        jsonschema.Draft202012Validator.check_schema(schema(kind))
-        assert schema(kind)["properties"]["kind"] == {"const": kind}
-        assert f"](schemas/{path.name})" in page, f"docs/outbox.md does not link {path.name}"
+    for name, kind in sorted(KINDS.items()):
+        assert kind.schema is not None and kind.schema.parent == SCHEMAS, name
+        rules = job_kinds.schema(kind)
+        jsonschema.Draft202012Validator.check_schema(rules)
+        assert rules["properties"]["kind"] == {"const": name}
+        assert f"](schemas/{kind.schema.name})" in page, f"docs/outbox.md does not link {kind.schema.name}"
+    # No schema is left behind by a kind that is gone.
+    assert {path.name for path in SCHEMAS.glob("*.json")} == {f"{name}.json" for name in KINDS}
 
 
 def test_a_job_that_breaks_its_schema_is_refused():
     job = {"kind": "order.fulfilled", "payment_id": 42}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(job, schema("order.fulfilled"), cls=jsonschema.Draft202012Validator)
+        jsonschema.validate(job, job_kinds.schema(ORDER_FULFILLED), cls=jsonschema.Draft202012Validator)
 
 
 @pytest.mark.parametrize("which", ["checkout", "intent"])
@@ -143,7 +148,7 @@ def test_what_a_success_states_of_its_job_is_what_the_one_statement_writes(clien
         (session, checkout.payment_success) if which == "checkout" else (intent, intents.payment_success)
     )
     assert post_event(client, evt).get_json()["outcome"] == "fulfilled"
-    [written] = [job for job in _jobs(db) if job["kind"] == ORDER_FULFILLED]
+    [written] = [job for job in _jobs(db) if job["kind"] == ORDER_FULFILLED.name]
     event = stripe_wire.parse(samples.encode(evt).decode())
     stated = success(event).stated(event)
     assert stated == {key: written[key] for key in stated}

@@ -107,7 +107,7 @@ def test_subscription_payments_never_ship_as_orders(client, db, shape, order):
     if shape == "pre_basil":  # the PaymentIntent names its invoice: known in every order
         intents = [
             o
-            for (name, _), o in zip(story if order == "stripe" else story[::-1], outcomes)
+            for (name, _), o in zip(story if order == "stripe" else story[::-1], outcomes, strict=True)
             if name.startswith("intent")
         ]
         assert set(intents) == {"invoice_payment"}
@@ -160,7 +160,9 @@ def test_a_payment_refunded_or_disputed_before_its_success_is_held_once_never_sh
     assert post_event(app.test_client(), STOPS[stop](story)).status_code == 200
     successes = [story["checkout_paid"], story["intent_succeeded"]] * 4  # both, duplicated
     clients = [app.test_client() for _ in successes]
-    results = release_together([lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, successes)])
+    results = release_together(
+        [lambda c=c, e=e: post_event(c, e) for c, e in zip(clients, successes, strict=True)]
+    )
     assert {r.status for r in results} <= {200, 409}
     for evt in successes:  # Stripe retries the 409s
         assert post_event(app.test_client(), evt).get_json()["outcome"] == "held"

@@ -173,7 +173,7 @@ def test_a_worker_whose_database_connections_end_connects_again_and_delivers_eve
     for turn in range(1, 4):
         ended = conftest.terminate_backends(db, app_name)
         assert ended >= 2, worker.output()  # its queue and listener connections at least
-        wait_until(lambda: worker.started > turn, 30, "a reconnect")
+        wait_until(lambda turn=turn: worker.started > turn, 30, "a reconnect")
     after = enqueue_jobs(database_url, 100)
     wait_until(lambda: downstream.effects.keys() >= {*before, *after}, 60, "the jobs after the reconnects")
     worker.assert_running()

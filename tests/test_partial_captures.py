@@ -11,6 +11,8 @@ charge.refunded. Counted as a refund, the released 70.00 of a 30.00 capture held
 the paid order, or told the shop it was refunded in full.
 """
 
+from functools import partial
+
 import pytest
 
 from tests.conftest import post_event, until_answered
@@ -37,7 +39,7 @@ def test_a_partial_capture_whose_release_arrives_first_ships_once_and_no_job_rep
     story = dict(partial_capture(NOW, CAPTURE_SHAPES[shape]))
     assert until_answered(app, story["charge_released"]) == "authorization_released"
     success = story["intent_succeeded"]
-    results = release_together([lambda c=app.test_client(): post_event(c, success) for _ in range(8)])
+    results = release_together([partial(post_event, app.test_client(), success) for _ in range(8)])
     assert {r.status for r in results} <= {200, 409}
     assert until_answered(app, success) == "fulfilled"  # the stored answer
     payment_id = success["data"]["object"]["id"]
@@ -61,7 +63,7 @@ def test_a_release_after_shipping_is_recorded_as_released_not_as_a_full_refund(c
 @pytest.mark.parametrize("shape", SHAPES)
 def test_refunds_of_the_captured_part_are_measured_against_what_was_captured(client, db, shape):
     story = partial_capture(NOW, SHAPES[shape], refunds=(1000, 2000))
-    outcomes = dict(zip((name for name, _ in story), deliver(client, [evt for _, evt in story])))
+    outcomes = dict(zip((name for name, _ in story), deliver(client, [evt for _, evt in story]), strict=True))
     assert (outcomes["refund_1000"], outcomes["refund_3000"]) == ("partially_refunded", "refunded")
     payment_id = story[0][1]["data"]["object"]["id"]
     assert _payment(db, payment_id) == (3000, 3000, True)

@@ -17,6 +17,7 @@ import gzip
 import json
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_every_stripe_event_type_with_stripes_own_fixture_is_answered_once_and_m
     events = _stripe_events(api_version)
     assert len(events) > 250  # the package's list, not a handful
     for evt in events:
-        status = _answered_alike_twice(lambda: post_event(client, evt))
+        status = _answered_alike_twice(partial(post_event, client, evt))
         # A handled type may refuse a fixture's placeholder values with a stored 4xx;
         # a type nothing handles is recorded as it is.
         handled = registry.handler("stripe", evt["type"]) is not None
@@ -137,7 +138,7 @@ def test_every_github_example_is_answered_once(make_app):
     for name, example in examples:
         body = json.dumps(example).encode()
         outgoing = Outgoing(str(uuid.uuid4()), name)
-        status = _answered_alike_twice(lambda: GITHUB.post(client, body, outgoing))
+        status = _answered_alike_twice(partial(GITHUB.post, client, body, outgoing))
         assert status == 200, (name, status)
 
 
@@ -167,7 +168,7 @@ def test_every_shopify_sample_is_answered_once_and_only_a_paid_order_ships(make_
     client = make_app(SHOPIFY_WEBHOOK_SECRET=shopify.SHOPIFY_SECRET).test_client()
     for topic, payload in _shopify_deliveries():
         body, event_id = json.dumps(payload).encode(), str(uuid.uuid4())
-        _answered_alike_twice(lambda: shopify.post(client, topic, body, event_id))
+        _answered_alike_twice(partial(shopify.post, client, topic, body, event_id))
     shipped = db.execute("SELECT order_id FROM shopify_fulfilments").fetchall()
     paid = {o["id"] for _, o in _shopify_deliveries() if o.get("financial_status") == "paid"}
     assert {order_id for (order_id,) in shipped} <= paid

@@ -4,7 +4,7 @@ import hashlib
 import hmac
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import standardwebhooks
@@ -39,7 +39,7 @@ def test_a_delivery_signed_by_the_standardwebhooks_library_is_claimed_once(clien
             "provider_under_test": "standard",
         }
     )
-    msg_id, now = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", datetime.now(timezone.utc)
+    msg_id, now = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", datetime.now(UTC)
     signature = standardwebhooks.Webhook(STANDARD.secret).sign(msg_id, now, body)
     headers = {
         "webhook-id": msg_id,
@@ -55,7 +55,7 @@ def test_a_delivery_signed_by_the_standardwebhooks_library_is_claimed_once(clien
     assert _ledger(db, "standard") == [(msg_id, "test.effect", "", "completed", "effected")]
     assert db.execute("SELECT count(*) FROM provider_effects").fetchone()[0] == 1
     created = db.execute("SELECT event_created FROM webhook_events").fetchone()[0]
-    assert created == datetime(2026, 12, 3, 7, tzinfo=timezone.utc)
+    assert created == datetime(2026, 12, 3, 7, tzinfo=UTC)
 
 
 def test_githubs_documented_example_vector_verifies():

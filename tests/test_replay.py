@@ -1,7 +1,7 @@
 """`python -m webhooks replay`: files and ledger events re-sent signed like Stripe."""
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -38,7 +38,7 @@ def test_replaying_a_file_k_times_fulfils_once_and_replays_the_rest(server, data
 def test_replay_selects_ledger_events_by_type_and_time(server, database_url, app, db):
     client = app.test_client()
     post_event(client, samples.payment_events()[1])  # before --since: not replayed
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     checkout, intent, charge = samples.payment_events()
     for evt in (checkout, intent, charge):
         post_event(client, evt)

@@ -3,7 +3,6 @@
 from webhooks.domains.stripe import scope
 from webhooks.providers.stripe import parse
 from webhooks.traffic import samples
-from webhooks.web.metrics import SCOPE_CONFLICTS
 
 
 def _event(account=None):
@@ -26,9 +25,9 @@ def test_an_agreeing_or_first_account_records_nothing(db):
 
 
 def test_another_account_for_a_stored_object_is_recorded_once_and_counted(db):
-    before = SCOPE_CONFLICTS.labels("payment")._value.get()
+    before = scope.SCOPE_CONFLICTS.labels("payment")._value.get()
     event = _event("acct_self")
     assert not scope.check(db, event, "payment", "pi_1", "")
     assert not scope.check(db, event, "payment", "pi_1", "")  # the same event again
     assert _conflicts(db) == [("payment", "pi_1", "", "acct_self")]
-    assert SCOPE_CONFLICTS.labels("payment")._value.get() == before + 2
+    assert scope.SCOPE_CONFLICTS.labels("payment")._value.get() == before + 2

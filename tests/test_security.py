@@ -105,6 +105,7 @@ _EXECUTES_CODE = {
     ("migrate.py", "text"),
     # Handed on by a caller, which passes a module constant of its own.
     ("ledger.py", "query"),
+    ("db.py", "query"),
     ("access.py", "claim_sql"),
     ("scope.py", "query"),
     # pgqueuer's own statements, passed through to its driver unchanged.
@@ -114,8 +115,8 @@ _EXECUTES_CODE = {
     # An f-string of this module's text and core.history's STATUS, a fixed expression.
     ("activity.py", "_COUNTS"),
     # Composed with psycopg.sql from this module's own constants.
-    ("reconcile_local.py", "_query(_PRESENT, kind)"),
-    ("reconcile_local.py", "_query(_RECENT, kind)"),
+    ("reconcile_local.py", "_query(_PRESENT, rows)"),
+    ("reconcile_local.py", "_query(_RECENT, rows)"),
 }
 
 

@@ -3,6 +3,7 @@
 import itertools
 import json
 import uuid
+from functools import partial
 
 import pytest
 
@@ -172,7 +173,7 @@ def test_a_refund_or_cancellation_racing_orders_paid_is_decided_once(shopify_app
     paid, (topic, stop, stop_id) = _story(kind)
     sends = [("orders/paid", paid, "p1"), ("orders/paid", paid, "p2"), (topic, stop, stop_id)] * 2
     results = release_together(
-        [lambda c=shopify_app.test_client(), s=s: post(c, s[0], s[1], event_id=s[2]) for s in sends]
+        [partial(post, shopify_app.test_client(), s[0], s[1], event_id=s[2]) for s in sends]
     )
     assert {r.status for r in results} <= {200, 409}
     for s in sends:
@@ -213,7 +214,7 @@ def test_copies_of_orders_paid_racing_after_a_refund_or_cancellation_hold_it_onc
     ids = ["p1-" + uuid.uuid4().hex, "p2-" + uuid.uuid4().hex]
     results = release_together(
         [
-            lambda c=shopify_app.test_client(), e=ids[i % 2]: post(c, "orders/paid", paid, event_id=e)
+            partial(post, shopify_app.test_client(), "orders/paid", paid, event_id=ids[i % 2])
             for i in range(senders)
         ]
     )

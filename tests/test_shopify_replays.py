@@ -12,6 +12,7 @@ and a body that does not agree with its topic or its shop is refused.
 
 import json
 import uuid
+from functools import partial
 
 import psycopg
 import pytest
@@ -69,7 +70,7 @@ def test_a_captured_orders_paid_replayed_under_new_shops_and_ids_fulfils_nothing
     replays = [(shop, str(uuid.uuid4())) for shop in OTHER_SHOPS for _ in range(3)]
     results = release_together(
         [
-            lambda c=shopify_app.test_client(), s=s, e=e: post(c, "orders/paid", body, event_id=e, shop=s)
+            partial(post, shopify_app.test_client(), "orders/paid", body, event_id=e, shop=s)
             for s, e in replays
         ]
     )

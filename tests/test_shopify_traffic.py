@@ -1,6 +1,7 @@
 """`loadtest --provider shopify`'s traffic, delivered through the app, and its audit."""
 
 from collections import Counter
+from functools import partial
 
 from tests.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.storm import release_together
@@ -16,11 +17,7 @@ def _deliver(client, body, out):
 
 def _deliver_all(shopify_app, sent, copies: int = 3):
     """Each delivery `copies` times, released together, then retried until none is in flight."""
-    senders = [
-        lambda c=shopify_app.test_client(), b=b, o=o: _deliver(c, b, o)
-        for b, o in sent
-        for _ in range(copies)
-    ]
+    senders = [partial(_deliver, shopify_app.test_client(), b, o) for b, o in sent for _ in range(copies)]
     for start in range(0, len(senders), 24):
         release_together(senders[start : start + 24])
     client = shopify_app.test_client()

@@ -108,7 +108,7 @@ def test_marked_unpaid_after_retries_loses_access_without_a_deleted_event(client
     assert db.execute(
         "SELECT has_access, reason FROM subscription_access WHERE subscription_id = %s", [story.sub]
     ).fetchone() == (False, "unpaid")
-    changes = [(j["change"], j["reason"], j["event_type"]) for j in jobs(db, ACCESS_CHANGED)]
+    changes = [(j["change"], j["reason"], j["event_type"]) for j in jobs(db, ACCESS_CHANGED.name)]
     assert changes == [
         ("granted", "active", "customer.subscription.updated"),
         ("revoked", "unpaid", "customer.subscription.updated"),
@@ -130,7 +130,7 @@ def test_paused_collection_keeps_access_whatever_becomes_of_its_invoices(client,
     ]
     seen = walk(client, db, story, events, [5 * DAY, 15 * DAY, 25 * DAY])
     assert seen == {5 * DAY: (True, "active"), 15 * DAY: (True, "active"), 25 * DAY: (True, "active")}
-    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]  # never revoked
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED.name)] == ["granted"]  # never revoked
 
 
 def test_a_send_invoice_subscription_keeps_access_for_the_grace_after_its_invoice_is_due(client, db):
@@ -200,9 +200,9 @@ def test_a_trial_ending_without_a_payment_method_pauses_access_until_resumed(cli
         17 * DAY: (True, "active"),
     }
     deliver(client, [events[1][1]])  # Stripe resends the notice: replayed, no second job
-    (job,) = jobs(db, TRIAL_ENDING_JOB)
+    (job,) = jobs(db, TRIAL_ENDING_JOB.name)
     assert (job["subscription_id"], job["trial_end"]) == (story.sub, trial_end)
-    assert job["key"] == f"{TRIAL_ENDING_JOB}:{story.sub}:{events[1][1]['id']}"
+    assert job["key"] == f"{TRIAL_ENDING_JOB.name}:{story.sub}:{events[1][1]['id']}"
 
 
 def test_an_upgrade_mid_period_takes_the_new_items_period_and_keeps_access(client, db):
@@ -220,7 +220,7 @@ def test_an_upgrade_mid_period_takes_the_new_items_period_and_keeps_access(clien
     assert deliver(client, [stale]) == ["superseded"]
     period = _period(db, story.sub)
     assert [p.timestamp() for p in period] == [upgrade_at, upgrade_at + MONTH]
-    assert [j["change"] for j in jobs(db, ACCESS_CHANGED)] == ["granted"]
+    assert [j["change"] for j in jobs(db, ACCESS_CHANGED.name)] == ["granted"]
 
 
 def test_pre_basil_subscriptions_carry_their_period_on_the_subscription(client, db):

@@ -60,9 +60,9 @@ def test_the_same_event_delivered_eight_times_at_once_enqueues_one_access_change
     activated = lifecycle(story)[2][1]
     statuses = _deliver_concurrently(impatient_app, [[activated] for _ in range(8)])
     assert statuses == [200] * 8
-    (job,) = jobs(db, ACCESS_CHANGED)
+    (job,) = jobs(db, ACCESS_CHANGED.name)
     assert job["change"] == "granted"
-    assert job["key"] == f"{ACCESS_CHANGED}:{story.sub}:{activated['id']}"
+    assert job["key"] == f"{ACCESS_CHANGED.name}:{story.sub}:{activated['id']}"
 
 
 def test_every_event_of_a_subscription_at_once_ends_as_delivered_in_order(client, impatient_app, db):

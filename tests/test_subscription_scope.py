@@ -4,7 +4,7 @@ Also: migration 0016 turns rows an older version keyed by (id, account)
 into one row per object, keeping the first account and recording the rest.
 """
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -57,7 +57,7 @@ def schema_before_0016(server_url, tmp_path):
 
 
 def test_migration_0016_merges_rows_of_one_object_under_two_accounts(schema_before_0016):
-    t0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 5, 1, tzinfo=UTC)
     day = timedelta(days=1)
     with psycopg.connect(schema_before_0016, autocommit=True) as conn:
         conn.execute(

@@ -1,7 +1,7 @@
 """Thin events: claimed with a `stripe.fetch` job, fetched by the worker outside any
 claim, applied once through the same handlers."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -12,10 +12,9 @@ from tests.downstream import Downstream, Worker, wait_until
 from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks import bootstrap
 from webhooks.core import outbox
-from webhooks.domains.stripe import thin
+from webhooks.domains.stripe import fetch, thin
 from webhooks.infra.config import Settings
 from webhooks.traffic import samples
-from webhooks.worker import fetch
 
 WORKER_ENV = {
     "WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS": 0.05,
@@ -75,7 +74,7 @@ def thin_event(
         "object": "v2.core.event",
         "type": thin_type,
         "livemode": False,
-        "created": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "created": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "related_object": {
             "id": obj["id"],
             "type": obj["object"],
@@ -98,7 +97,7 @@ def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db,
     response = post_event(client, thin_event(intent))
     assert load_json(response)["outcome"] == thin.FETCH_QUEUED
     jobs = outbox.pending(db)
-    assert [job.kind for job in jobs] == [thin.FETCH]
+    assert [job.kind for job in jobs] == [fetch.FETCH.name]
     assert fulfilments(db, intent["id"]) == 0
     assert stand_in.requests == []  # nothing fetched inside the claim
 

@@ -16,7 +16,7 @@ email in an error would reach `webhook_failures`, /admin and the logs).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from webhooks.core.outcomes import (  # the vocabulary handlers return
     ALREADY_FULFILLED,

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from tqdm import tqdm
 
@@ -93,7 +93,7 @@ def _dry_run(settings: Settings, events: list[dict]) -> int:
         status = "already had" if evt["id"] in known else "new"
         tally[evt["type"]].update(["seen", status])
         if status == "new":
-            created = datetime.fromtimestamp(evt["created"], timezone.utc).isoformat()
+            created = datetime.fromtimestamp(evt["created"], UTC).isoformat()
             print(f"would apply  {created}  {evt['id']}  {evt['type']}  {evt.get('account') or ''}")
     print(summary(tally))
     return 0
@@ -119,7 +119,7 @@ def _apply_all(settings: Settings, events: list[dict]) -> int:
 
 def _backfill(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    if args.since < datetime.now(timezone.utc) - RETENTION:
+    if args.since < datetime.now(UTC) - RETENTION:
         print("backfill: Stripe keeps events for 30 days; --since must be within them", file=sys.stderr)
         return 2
     try:

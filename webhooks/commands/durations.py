@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from webhooks.infra.config import parse_span
 
@@ -19,11 +19,11 @@ def span(text: str) -> timedelta:
 def instant(text: str) -> datetime:
     """A span back from now (`1h`) or an ISO-8601 time (UTC unless it says otherwise)."""
     try:
-        return datetime.now(timezone.utc) - span(text)
+        return datetime.now(UTC) - span(text)
     except argparse.ArgumentTypeError:
         pass
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither a span (1h) nor an ISO time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

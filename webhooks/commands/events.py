@@ -39,9 +39,11 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _pretty(payload: str | None) -> str:
+    if payload is None:
+        return "(none)"
     try:
         return json.dumps(json.loads(payload), indent=2)
-    except (TypeError, ValueError):
+    except ValueError:
         return payload or "(none)"
 
 
@@ -78,7 +80,7 @@ def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry
     """
     if detail.status == "completed":
         return None
-    mine = registry.handler_name(detail.provider, detail.event_type)
+    mine = registry.handler_name(detail.provider, detail.event_type) if detail.event_type else None
     theirs = next((f.handler for f in reversed(detail.failures) if f.handler), None)
     hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
     if mine is None and not allow_ignored:
@@ -127,6 +129,8 @@ def _parsed(providers: Providers, detail: history.EventDetail) -> Event:
     provider = providers.get(detail.provider)
     if provider is None:
         raise InvalidEvent(f"no provider {detail.provider} in this process")
+    if detail.payload is None:
+        raise InvalidEvent("no body was stored")
     row = ledger.StoredEvent(detail.event_id, detail.event_type, detail.account, detail.payload)
     headers = provider.sign(detail.payload.encode("utf-8"), _UNVERIFIED_KEY, signing.outgoing(row))
     return provider.parse(detail.payload, headers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
@@ -113,7 +113,7 @@ def _prune(args: argparse.Namespace) -> int:
         redacting and _too_recent("--redact-older-than", args.redact_older_than, args.force)
     ):
         return 2
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with connect(settings) as conn:
         deleted = delete_older_than(conn, now - args.older_than, args.batch_size)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))

@@ -8,7 +8,9 @@ configured connected account) and reports, matching by object id:
 - state_differs: a local row whose object Stripe says is in another state.
 A local row Stripe did not list (created before the window) is looked up
 one by one. Exits 1 on any drift so cron can alert. Never writes: the fix
-is `backfill` or `events reprocess`.
+is `backfill` or `events reprocess`. What is listed, where, and which rows
+each object stands for is each Stripe object's own (its `LOOKUPS`,
+webhooks/domains/stripe/lookups.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from webhooks.domains.stripe import api as stripe_api
+from webhooks.domains.stripe.lookups import Lookup, Rows
+from webhooks.domains.stripe.objects import LOOKUPS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
@@ -29,7 +33,6 @@ from . import durations, table
 from . import reconcile_local as local
 
 MISSING_LOCALLY, MISSING_AT_STRIPE, STATE_DIFFERS = "missing_locally", "missing_at_stripe", "state_differs"
-_PAID_SESSION = ("paid", "no_payment_required")
 
 
 @dataclass(frozen=True)
@@ -41,52 +44,9 @@ class Drift:
     detail: str
 
 
-def _paid_intent(pi: dict) -> str | None:
-    return pi["id"] if pi.get("status") == "succeeded" else None
-
-
-def _paid_session(session: dict) -> str | None:
-    if session.get("mode", "payment") != "payment" or session.get("payment_status") not in _PAID_SESSION:
-        return None
-    # Payments are keyed by the payment intent, or the session when it has none.
-    return session.get("payment_intent") or session["id"]
-
-
-def _succeeded(refund: dict) -> str | None:
-    return refund["id"] if refund.get("status") == "succeeded" else None
-
-
-def _listed(obj: dict) -> str:
-    return obj["id"]
-
-
-# (local kind, list path, filters beyond the window, the local id an object stands for)
-SOURCES = (
-    ("payment", "/v1/payment_intents", {}, _paid_intent),
-    ("payment", "/v1/checkout/sessions", {"status": "complete"}, _paid_session),
-    ("refund", "/v1/refunds", {}, _succeeded),
-    ("dispute", "/v1/disputes", {}, _listed),
-    ("invoice", "/v1/invoices", {"status": "paid"}, _listed),
-)
-_RETRIEVE = {
-    "payment": {
-        "pi_": "/v1/payment_intents/",
-        "cs_": "/v1/checkout/sessions/",
-        "ch_": "/v1/charges/",
-        "py_": "/v1/charges/",
-    },
-    "refund": {"": "/v1/refunds/"},
-    "dispute": {"": "/v1/disputes/"},
-    "invoice": {"": "/v1/invoices/"},
-}
-# What Stripe must say of an object for its local row to be right.
-_AGREES = {
-    "payment_intent": lambda o: o.get("status") == "succeeded",
-    "checkout.session": lambda o: o.get("payment_status") in _PAID_SESSION,
-    "charge": lambda o: o.get("status") == "succeeded",
-    "refund": lambda o: o.get("status") == "succeeded",
-    "invoice": lambda o: o.get("status") == "paid",
-}
+# Each kind of local row reconcile checks, once, and the objects it lists for them.
+_ROWS: dict[str, Rows] = {lookup.rows.kind: lookup.rows for lookup in LOOKUPS if lookup.rows}
+_LISTED = [(lookup.rows.kind, lookup.listing) for lookup in LOOKUPS if lookup.rows and lookup.listing]
 
 
 def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str, tuple[str, dict]]]:
@@ -94,17 +54,19 @@ def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str,
     expected: dict[str, dict[str, tuple[str, dict]]] = defaultdict(dict)
     window = {"gte": int(since.timestamp())}
     for account in stripe_api.accounts(settings):
-        for kind, path, filters, local_id in SOURCES:
-            for obj in stripe_api.list_all(api, path, account=account, created=window, **filters):
-                key = local_id(obj)
+        for kind, listing in _LISTED:
+            for obj in stripe_api.list_all(
+                api, listing.path, account=account, created=window, **listing.filters
+            ):
+                key = listing.local_id(obj)
                 if key:
                     expected[kind][key] = (account or "", obj)
     return expected
 
 
-def _refunded_payment(refund: dict) -> str | None:
+def _refunded_payment(refund: dict) -> str:
     # The key of the local payment row (see stripe.refunds): the intent, else the charge.
-    return refund.get("payment_intent") or refund.get("charge")
+    return str(refund.get("payment_intent") or refund.get("charge") or "")
 
 
 def _uncovered_refunds(conn, missing: list[str], refunds: dict[str, tuple[str, dict]]) -> list[str]:
@@ -121,17 +83,36 @@ def _uncovered_refunds(conn, missing: list[str], refunds: dict[str, tuple[str, d
     return uncovered
 
 
+def _named_by(kind: str, object_id: str) -> Lookup | None:
+    """The object a local row's id names: one of the kind's objects, by its id prefix."""
+    return next(
+        (
+            lookup
+            for lookup in LOOKUPS
+            if lookup.rows is not None
+            and lookup.rows.kind == kind
+            and any(object_id.startswith(prefix) for prefix in lookup.prefixes)
+        ),
+        None,
+    )
+
+
+def _agrees(obj: dict) -> bool:
+    """What Stripe says of the object is what its local row records."""
+    lookup = next((lookup for lookup in LOOKUPS if lookup.object == obj.get("object")), None)
+    return lookup is None or lookup.agrees(obj)
+
+
 def _look_up(api, kind: str, object_id: str, account: str) -> Drift | None:
     """A local row Stripe did not list: 404, another state, or fine (older than the window)."""
-    path = next((p for prefix, p in _RETRIEVE[kind].items() if object_id.startswith(prefix)), None)
-    if path is None:
+    named = _named_by(kind, object_id)
+    if named is None:
         return Drift(kind, MISSING_AT_STRIPE, object_id, account, "not an id Stripe's API can look up")
     try:
-        obj = stripe_api.get(api, path + object_id, account=account or None)
+        obj = stripe_api.get(api, named.path + object_id, account=account or None)
     except stripe_api.NotFound:
         return Drift(kind, MISSING_AT_STRIPE, object_id, account, "Stripe answers 404")
-    agrees = _AGREES.get(obj.get("object"), lambda o: True)
-    if agrees(obj):
+    if _agrees(obj):
         return None
     state = obj.get("payment_status") or obj.get("status")
     return Drift(kind, STATE_DIFFERS, object_id, account, f"Stripe's {obj.get('object')} is {state}")
@@ -139,9 +120,9 @@ def _look_up(api, kind: str, object_id: str, account: str) -> Drift | None:
 
 def compare(conn, api, expected, since: datetime) -> list[Drift]:
     drifts = []
-    for kind in local.TABLES:
+    for kind, rows in _ROWS.items():
         at_stripe = expected.get(kind, {})
-        have = local.present(conn, kind, list(at_stripe))
+        have = local.present(conn, rows, list(at_stripe))
         missing = [object_id for object_id in at_stripe if object_id not in have]
         if kind == "refund":
             missing = _uncovered_refunds(conn, missing, at_stripe)
@@ -149,7 +130,7 @@ def compare(conn, api, expected, since: datetime) -> list[Drift]:
             account, obj = at_stripe[object_id]
             detail = f"{obj.get('object')} {obj['id']} at Stripe, no local row in that state"
             drifts.append(Drift(kind, MISSING_LOCALLY, object_id, account, detail))
-        for object_id, account in local.recent(conn, kind, since):
+        for object_id, account in local.recent(conn, rows, since):
             if object_id not in at_stripe:
                 drift = _look_up(api, kind, object_id, account)
                 drifts += [drift] if drift else []

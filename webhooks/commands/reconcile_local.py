@@ -1,8 +1,9 @@
 """What reconcile reads from the local tables: every query in one place.
 
 Rows are matched by Stripe object id alone (ids are globally unique); the
-account is only read to know which Stripe-Account to ask. Read only: the
-session refuses writes, so reconcile can never change what it checks.
+account is only read to know which Stripe-Account to ask. Which table and
+columns hold a kind of row is the Stripe object's (lookups.Rows). Read only:
+the session refuses writes, so reconcile can never change what it checks.
 """
 
 from __future__ import annotations
@@ -12,29 +13,20 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-# kind -> (table, its Stripe object id column, when the row's state was set,
-# the state that Stripe's listed objects are in). Payments, not fulfilments:
-# a succeeded payment that is not an order (an invoice's, a held one) has no
-# fulfilment, and is still a payment Stripe and we must agree on.
-TABLES = {
-    "payment": ("payments", "payment_id", "status_at", "status = 'succeeded'"),
-    "refund": ("refunds", "refund_id", "updated_at", "status = 'succeeded'"),
-    "dispute": ("disputes", "dispute_id", "created_at", "true"),
-    "invoice": ("invoice_fulfilments", "invoice_id", "fulfilled_at", "true"),
-}
+from webhooks.domains.stripe.lookups import Rows
+
 # ids (of those given) that have a row in that state
 _PRESENT = "SELECT {id} FROM {table} WHERE {id} = ANY(%s) AND {state}"
 # (id, account) of the rows put in that state since a time
 _RECENT = "SELECT {id}, account FROM {table} WHERE {at} >= %s AND {state}"
 
 
-def _query(template: str, kind: str) -> sql.Composed:
-    table, id_column, at, state = TABLES[kind]
+def _query(template: str, rows: Rows) -> sql.Composed:
     return sql.SQL(template).format(
-        table=sql.Identifier(table),
-        id=sql.Identifier(id_column),
-        at=sql.Identifier(at),
-        state=sql.SQL(state),  # a constant of this module, never input
+        table=sql.Identifier(rows.table),
+        id=sql.Identifier(rows.id_column),
+        at=sql.Identifier(rows.at),
+        state=sql.SQL(rows.state),  # a constant of the object's module, never input
     )
 
 
@@ -47,12 +39,12 @@ def read_only(conn: psycopg.Connection) -> None:
     conn.execute("SET default_transaction_read_only = on")
 
 
-def present(conn: psycopg.Connection, kind: str, ids: list[str]) -> set[str]:
-    return {row[0] for row in conn.execute(_query(_PRESENT, kind), [ids])}
+def present(conn: psycopg.Connection, rows: Rows, ids: list[str]) -> set[str]:
+    return {row[0] for row in conn.execute(_query(_PRESENT, rows), [ids])}
 
 
-def recent(conn: psycopg.Connection, kind: str, since: datetime) -> list[tuple[str, str]]:
-    return conn.execute(_query(_RECENT, kind), [since]).fetchall()
+def recent(conn: psycopg.Connection, rows: Rows, since: datetime) -> list[tuple[str, str]]:
+    return conn.execute(_query(_RECENT, rows), [since]).fetchall()
 
 
 def refunded(conn: psycopg.Connection, payment_ids: list[str]) -> dict[str, int]:

@@ -78,7 +78,7 @@ class Served:
         self._front_said: collections.deque[str] = collections.deque(maxlen=1)
         self._tallying = threading.Event()
 
-    def __enter__(self) -> "Served":
+    def __enter__(self) -> Served:
         try:
             self._start()
         except BaseException:

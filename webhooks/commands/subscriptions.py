@@ -35,7 +35,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"no subscription {args.subscription_id} in the mirror")
             return 1
         decision = access.decision(conn, args.subscription_id)
-    for column, value in zip((c.name for c in cursor.description), row):
+    for column, value in zip((c.name for c in cursor.description or ()), row, strict=True):
         print(f"{column:<22} {'-' if value in (None, '') else value}")
     verdict = "has access" if decision.has_access else "no access"
     until = f" until {decision.access_until}" if decision.access_until else ""

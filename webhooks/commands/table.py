@@ -12,7 +12,7 @@ def render(headers: list[str], rows: list[list]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
 
     def line(row: list[str]) -> str:
-        return "  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip()
+        return "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
 
     rule = "  ".join("-" * width for width in widths)
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from webhooks.infra.errors import PublicError
@@ -53,6 +53,8 @@ class Unprocessable(PublicError):
 # here so it never reaches SQL.
 ID_PATTERN = r"[A-Za-z0-9_\-.:]{1,255}"
 _ID = re.compile(ID_PATTERN)
+# A JSON object as json.loads gives it: an event's data, a payload's object, a job.
+Json = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def data_object(data: dict[str, Any]) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def require_token(value: Any, pattern: re.Pattern, what: str) -> str:
+def require_token(value: Any, pattern: re.Pattern[str], what: str) -> str:
     """`value` if it is a string `pattern` matches whole; InvalidEvent naming `what` otherwise."""
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise InvalidEvent(f"event has no valid {what}")
@@ -107,7 +109,7 @@ def id_of(value: Any) -> Any:
 def timestamp(value: Any) -> datetime | None:
     """A sender's time: Unix seconds, or ISO-8601 text."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**37:
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        return datetime.fromtimestamp(value, tz=UTC)
     if isinstance(value, str):
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00"))

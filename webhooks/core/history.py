@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
-from psycopg.rows import class_row, namedtuple_row
+from psycopg.rows import class_row, dict_row
 
 _FAILURES = """
 SELECT provider, event_id, max(event_type) AS event_type, count(*) AS failures,
@@ -118,10 +118,22 @@ def events(
     return conn.cursor(row_factory=class_row(EventSummary)).execute(_LIST, params).fetchall()
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    failed_at: datetime
+    event_type: str | None
+    error_class: str
+    error_message: str | None
+    payload: str | None
+    handler: str | None
+    account: str | None
+
+
 def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail | None:
-    cursor = conn.cursor(row_factory=namedtuple_row)
-    ledger = cursor.execute(_LEDGER_ROW, [provider, event_id]).fetchone()
-    attempts = cursor.execute(_FAILED_ATTEMPTS, [provider, event_id]).fetchall()
+    found = [provider, event_id]
+    # The ledger row's columns are EventDetail's fields of the same names.
+    ledger = conn.cursor(row_factory=dict_row).execute(_LEDGER_ROW, found).fetchone()
+    attempts = conn.cursor(row_factory=class_row(_Attempt)).execute(_FAILED_ATTEMPTS, found).fetchall()
     if ledger is None and not attempts:
         return None
     failures = [Failure(a.failed_at, a.error_class, a.error_message, a.handler) for a in attempts]
@@ -141,17 +153,4 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
             failures,
             latest.account,
         )
-    return EventDetail(
-        provider,
-        event_id,
-        ledger.event_type,
-        ledger.status,
-        ledger.outcome,
-        ledger.response_status,
-        ledger.response_body,
-        ledger.received_at,
-        ledger.completed_at,
-        ledger.payload,
-        failures,
-        ledger.account,
-    )
+    return EventDetail(provider=provider, event_id=event_id, failures=failures, **ledger)

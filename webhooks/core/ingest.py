@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from psycopg import errors
-from psycopg_pool import ConnectionPool
 
 from webhooks.infra import db
-from webhooks.infra.db import is_unavailable
+from webhooks.infra.db import Pool, is_unavailable
 
 from . import ledger
 from .events import Event, InvalidEvent, InvalidFields, Unprocessable
@@ -48,16 +48,14 @@ class Answer:
     replayed: bool = False
 
 
-def json_body(**fields) -> str:
+def json_body(**fields: Any) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
 IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
 
 
-def accept(
-    pool: ConnectionPool, registry: Registry, provider: str, event: Event, settled: str | None = None
-) -> Answer:
+def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled: str | None = None) -> Answer:
     """An admitted event's answer: the path every delivery, backfill, reprocess and fetch takes.
 
     `settled` is the outcome its provider's admission gave it, if any: the
@@ -88,9 +86,7 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
-def refuse(
-    pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Unprocessable
-) -> Answer:
+def refuse(pool: Pool, registry: Registry, provider: str, event: Event, exc: Unprocessable) -> Answer:
     """A 500 recorded as a failure, claiming nothing: the provider retries, and an operator sees it."""
     _record_failure(pool, registry, provider, event, exc)
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
@@ -104,7 +100,7 @@ class Rejected:
     handler: str | None
 
 
-def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
+def _settle(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
@@ -124,7 +120,7 @@ def _settle(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Reje
     return IN_PROGRESS
 
 
-def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
+def _deliver(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
     """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
     match plan:
         case Settled(outcome):
@@ -137,7 +133,7 @@ def _deliver(pool: ConnectionPool, provider: str, event: Event, plan: Plan | Rej
             return _in_transaction(pool, provider, event, handler)
 
 
-def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) -> Answer | None:
+def _settled(pool: Pool, provider: str, event: Event, outcome: str) -> Answer | None:
     """No handler runs: the claim is inserted completed, one statement, no transaction.
 
     The ledger row is all such an event writes, so the one INSERT commits
@@ -153,7 +149,7 @@ def _settled(pool: ConnectionPool, provider: str, event: Event, outcome: str) ->
 
 
 def _rejected(
-    pool: ConnectionPool, provider: str, event: Event, refusal: InvalidFields, handler: str | None
+    pool: Pool, provider: str, event: Event, refusal: InvalidFields, handler: str | None
 ) -> Answer | None:
     """The claim completed with the refusal, and the failure that shows it, committed together."""
     stored = ledger.Stored(
@@ -168,9 +164,7 @@ def _rejected(
     return Answer(stored.status, stored.body, refusal.error)
 
 
-def _in_one_statement(
-    pool: ConnectionPool, provider: str, event: Event, whole: OneStatement
-) -> Answer | None:
+def _in_one_statement(pool: Pool, provider: str, event: Event, whole: OneStatement) -> Answer | None:
     """Claim, effects and completion in one statement, which commits them together.
 
     Outside a transaction block a statement is its own transaction: this is
@@ -185,7 +179,7 @@ def _in_one_statement(
     return Answer(stored.status, stored.body, outcome)
 
 
-def _in_transaction(pool: ConnectionPool, provider: str, event: Event, handler: Handler) -> Answer | None:
+def _in_transaction(pool: Pool, provider: str, event: Event, handler: Handler) -> Answer | None:
     """BEGIN, the claim, the handler on the claim's connection, the completion, COMMIT."""
     with db.connection(pool) as conn, db.transaction(conn):
         claim = ledger.claim(conn, provider, event)
@@ -208,9 +202,7 @@ def _replayed(claim: ledger.Claim) -> Answer | None:
     return Answer(claim.held.status, claim.held.body, "replayed", replayed=True)
 
 
-def _record_failure(
-    pool: ConnectionPool, registry: Registry, provider: str, event: Event, exc: Exception
-) -> None:
+def _record_failure(pool: Pool, registry: Registry, provider: str, event: Event, exc: Exception) -> None:
     log.error("delivery_failed", event_id=event.id, event_type=event.type, exc_info=exc)
     if db.server_silent(exc):
         # No connection could be had a moment ago, or the server fell silent

@@ -8,6 +8,7 @@ except `record_failure`, which must not be (see its docstring), and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -97,12 +98,12 @@ def claim(
     (LockNotAvailable), which is what bounds a duplicate's wait.
     """
     params = {**claim_arguments(provider, event), **_completion(completed)}
-    return claimed(event, db.cursor(conn).execute(_CLAIM, params).fetchone())
+    return claimed(event, db.one(db.cursor(conn).execute(_CLAIM, params)))
 
 
 def claim_in_one_statement(
     conn: psycopg.Connection, query: str, provider: str, event: Event, params: dict[str, Any]
-) -> tuple[Claim, tuple]:
+) -> tuple[Claim, tuple[Any, ...]]:
     """Claim `event` as part of `query`, one statement, which commits on its own.
 
     `query` calls a SQL function that runs the claim (webhooks_claim) with
@@ -111,11 +112,11 @@ def claim_in_one_statement(
     claim's row, `(claim).*`, before its own columns. Returns the Claim and
     those columns.
     """
-    row = db.cursor(conn).execute(query, {**claim_arguments(provider, event), **params}).fetchone()
+    row = db.one(db.cursor(conn).execute(query, {**claim_arguments(provider, event), **params}))
     return claimed(event, row[:_CLAIM_COLUMNS]), row[_CLAIM_COLUMNS:]
 
 
-def claimed(event: Event, row: tuple) -> Claim:
+def claimed(event: Event, row: tuple[Any, ...]) -> Claim:
     """The Claim from a claim function's row.
 
     Event ids are unique across Stripe, so the event that reaches us under
@@ -214,8 +215,8 @@ def stored_events(
     *,
     ids: list[str] | None = None,
     types: list[str] | None = None,
-    since=None,
-    until=None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     limit: int | None = None,
 ) -> list[StoredEvent]:
     """The matching events, oldest first, each with its raw payload as received.

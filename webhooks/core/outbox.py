@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import psycopg
 
-from webhooks.infra.db import cursor, storable
+from webhooks.infra.db import cursor, one, storable
 
 from . import jobs
 
@@ -41,34 +43,36 @@ DEAD = "failed"
 _ENQUEUE = "SELECT webhooks_enqueue(p_kind => %(kind)s, p_payload => %(payload)s::jsonb, p_key => %(key)s)"
 
 
-def enqueue(conn: psycopg.Connection, kind: str, payload: dict, idempotency_key: str) -> bool:
+def enqueue(
+    conn: psycopg.Connection, kind: jobs.JobKind | str, payload: dict[str, Any], idempotency_key: str
+) -> bool:
     """Record a side effect on `conn`, inside the caller's transaction.
 
     The same key enqueued twice while the first is still pending is one job
     (False the second time); after that it is a second delivery with the
     same key, which the receiver treats as done. Values copied from a
     payload are made `storable` (the job is jsonb). A job that breaks its
-    kind's schema raises `jobs.InvalidJob`, failing the transaction.
+    kind's schema raises `jobs.InvalidJob`, failing the transaction; a kind
+    named by a plain string has none.
     """
+    name = kind if isinstance(kind, str) else kind.name
     payload = storable(payload)
-    jobs.check(kind, {"kind": kind, **payload})
+    jobs.check(kind, {"kind": name, **payload})
     payload_json = json.dumps(payload, separators=(",", ":"))
-    (written,) = (
-        cursor(conn)
-        .execute(_ENQUEUE, {"kind": kind, "payload": payload_json, "key": idempotency_key})
-        .fetchone()
+    (written,) = one(
+        cursor(conn).execute(_ENQUEUE, {"kind": name, "payload": payload_json, "key": idempotency_key})
     )
-    return written
+    return bool(written)
 
 
-def backoff_s(attempts: int, base_s: float, max_s: float, rand=random.random) -> float:
+def backoff_s(attempts: int, base_s: float, max_s: float, rand: Callable[[], float] = random.random) -> float:
     """Delay before the retry that follows `attempts` failures.
 
     Exponential with "equal jitter": at least half the exponential step, so
     delays keep growing, plus a random half, so workers that failed together
     against the same outage do not retry in lockstep.
     """
-    step = min(max_s, base_s * 2**attempts)
+    step = min(max_s, base_s * 2.0**attempts)
     return step / 2 + rand() * step / 2
 
 

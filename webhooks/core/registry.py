@@ -16,19 +16,27 @@ A handler can also name what it reads (`reads`): the declared shape of its
 event's object, which the provider's guard checks before any handler of
 the type runs. It belongs to the type, not to the handler: a handler that
 replaces or wraps a built-in one is given the same object, and keeps it.
+
+What a domain brings beside its handlers (its outcome words, job kinds,
+metrics and periodic work, core/parts.py) is kept here too, so the core,
+the worker and the web edge read it without importing any domain.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import psycopg
+from prometheus_client.registry import Collector
 
 from .events import Event
-from .outcomes import IGNORED
+from .jobs import JobKind
+from .outcomes import CORE, IGNORED
+from .parts import Parts, Periodic
 
 if TYPE_CHECKING:  # what a one-statement delivery returns
     from .ledger import Claim
@@ -114,6 +122,10 @@ class Registry:
         self._unhandled: dict[str, Unhandled] = {}
         self._guards: dict[str, Guard] = {}
         self._reads: dict[tuple[str, str], type] = {}
+        self._outcomes: set[str] = set(CORE)
+        self._jobs: dict[str, JobKind] = {}
+        self._metrics: list[Collector] = []
+        self._periodic: list[Periodic] = []
 
     def add(
         self,
@@ -132,11 +144,15 @@ class Registry:
                 self._reads[provider, event_type] = reads
 
     def include(self, *modules: ModuleType, provider: str | None = None) -> None:
-        """Add the functions each module defines and marks with `handles`, in the order it defines them.
+        """Add the functions each module defines and marks with `handles`, in the order it defines them,
+        and the parts it declares (`PARTS`).
 
         `provider` is the provider of the marks that name none.
         """
         for module in modules:
+            parts = getattr(module, "PARTS", None)
+            if isinstance(parts, Parts):
+                self.bring(parts)
             for value in vars(module).values():
                 if getattr(value, "__module__", None) != module.__name__:
                     continue  # imported from elsewhere: its own module is included for it
@@ -145,6 +161,32 @@ class Registry:
                     if sender is None:
                         raise ValueError(f"{name_of(value)} names no provider")
                     self.add(sender, event_types, value, one_statement, reads)
+
+    def bring(self, parts: Parts) -> None:
+        """Add a module's outcome words, job kinds and metrics; a kind named again is replaced."""
+        self._outcomes.update(parts.outcomes)
+        self._jobs.update((kind.name, kind) for kind in parts.jobs)
+        self._metrics.extend(metric for metric in parts.metrics if metric not in self._metrics)
+
+    def periodic(self, task: Periodic) -> None:
+        """Work the worker runs beside the queue."""
+        self._periodic.append(task)
+
+    def outcomes(self) -> frozenset[str]:
+        """Every outcome word the core and the domains answer with (a shop's handler may add its own)."""
+        return frozenset(self._outcomes)
+
+    def job_kinds(self) -> tuple[JobKind, ...]:
+        return tuple(self._jobs.values())
+
+    def job_kind(self, name: str) -> JobKind | None:
+        return self._jobs.get(name)
+
+    def metrics(self) -> tuple[Collector, ...]:
+        return tuple(self._metrics)
+
+    def periodic_work(self) -> tuple[Periodic, ...]:
+        return tuple(self._periodic)
 
     def unhandled(self, provider: str, rule: Unhandled) -> None:
         """What `provider`'s events of a type no handler takes get (by default they are `ignored`)."""

@@ -13,11 +13,13 @@ import sys
 import psycopg
 
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 from webhooks.core.registry import Registry, handles
 from webhooks.infra.config import Settings
 from webhooks.providers.github import NAME
 
 PONG = "pong"
+PARTS = Parts(outcomes=(PONG,))
 
 
 @handles("ping")

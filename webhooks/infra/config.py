@@ -6,8 +6,10 @@ import ipaddress
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from typing import Any
 
 import stripe
 from psycopg import conninfo
@@ -63,7 +65,7 @@ def _port(raw: str) -> int:
 # refuses them alike, at start.
 
 
-def _at_least(least: int):
+def _at_least(least: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         number = _whole(raw)
         if number < least:
@@ -321,7 +323,7 @@ class Settings:
     stripe_connect_accounts: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, env: dict | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Each variable set and not empty overrides its field's default; SettingError names a bad one."""
         env = os.environ if env is None else env
         return cls(
@@ -333,7 +335,7 @@ class Settings:
         )
 
 
-def _parsed(variable: str, parse, raw: str):
+def _parsed(variable: str, parse: Callable[[str], Any], raw: str) -> Any:
     try:
         return parse(raw)
     except ValueError as exc:
@@ -341,7 +343,7 @@ def _parsed(variable: str, parse, raw: str):
 
 
 # field -> (environment variable, parser)
-_FROM_ENV = {
+_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "database_url": ("DATABASE_URL", _database_url),
     "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
     "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),

@@ -10,15 +10,30 @@ import re
 import select
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo, errors
+from psycopg.abc import Params, QueryNoTemplate
+from psycopg.rows import Row, TupleRow, class_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded
 from .config import Settings
+from .errors import PublicError
+
+T = TypeVar("T")
+
+
+class Connection(psycopg.Connection[TupleRow]):
+    """The service's connections: each keeps one cursor (`cursor`), and a pooled one when it went idle."""
+
+    reused: psycopg.Cursor[TupleRow] | None = None
+    idle_since: float | None = None
+
+
+Pool = ConnectionPool[Connection]
 
 
 def database_url(settings: Settings) -> str:
@@ -64,9 +79,9 @@ def described(settings: Settings) -> str:
     return f"DATABASE_URL's database {info.get('dbname') or info.get('user') or ''} on {where}"
 
 
-def connect(settings: Settings) -> psycopg.Connection:
+def connect(settings: Settings) -> Connection:
     """One autocommit connection for a command: no pool, no session limits."""
-    return psycopg.connect(database_url(settings), autocommit=True)
+    return Connection.connect(database_url(settings), autocommit=True)
 
 
 def session_settings(settings: Settings) -> dict[str, str]:
@@ -87,8 +102,8 @@ FROM unnest(%s::text[], %s::text[]) AS setting (name, value)
 """
 
 
-def _configure(values: dict[str, str]):
-    def configure(conn: psycopg.Connection) -> None:
+def _configure(values: dict[str, str]) -> Callable[[Connection], None]:
+    def configure(conn: Connection) -> None:
         conn.execute(_CONFIGURE, [list(values), list(values.values())])
 
     return configure
@@ -102,7 +117,7 @@ def _configure(values: dict[str, str]):
 IDLE_CHECK_AFTER_S = 5.0
 
 
-def looks_alive(conn: psycopg.Connection) -> bool:
+def looks_alive(conn: Connection) -> bool:
     """False for a connection the server has closed, at a round trip only when in doubt.
 
     An idle connection has nothing to read unless the server spoke: a
@@ -111,7 +126,7 @@ def looks_alive(conn: psycopg.Connection) -> bool:
     zero-timeout select() replaces the SELECT for connections returned
     moments ago, which is almost all of them under load.
     """
-    idle_since = getattr(conn, "idle_since", None)
+    idle_since = conn.idle_since
     if idle_since is not None and time.monotonic() - idle_since < IDLE_CHECK_AFTER_S:
         readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
         if not readable:
@@ -124,7 +139,7 @@ def looks_alive(conn: psycopg.Connection) -> bool:
 
 
 @contextlib.contextmanager
-def connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+def connection(pool: Pool, timeout: float | None = None) -> Iterator[Connection]:
     """pool.connection(), skipping connections the server has closed.
 
     The pool's own check would, on a dead connection, wait a second before
@@ -151,21 +166,41 @@ def connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[p
         pool.putconn(conn)
 
 
-def cursor(conn: psycopg.Connection) -> psycopg.Cursor:
+def cursor(conn: psycopg.Connection[TupleRow]) -> psycopg.Cursor[TupleRow]:
     """The connection's own cursor, made once, for statements whose rows are read at once.
 
     `conn.execute` makes a cursor (and its adapters' cache) per statement;
     reusing one cuts the CPU of a delivery's database path (docs/benchmark.md,
-    "One reused cursor per connection").
+    "One reused cursor per connection"). A connection not made here (a
+    test's) gets a cursor of its own each time.
     """
-    cur = getattr(conn, "reused_cursor", None)
-    if cur is None:
-        cur = conn.reused_cursor = conn.cursor()
-    return cur
+    if not isinstance(conn, Connection):
+        return conn.cursor()
+    if conn.reused is None:
+        conn.reused = conn.cursor()
+    return conn.reused
+
+
+class NoRow(PublicError):
+    """A statement that returns a row on every path returned none: a rule broken, not a value to use."""
+
+
+def one(cur: psycopg.Cursor[Row]) -> Row:
+    """The row of the statement `cur` has just run, one that returns a row on every path."""
+    row = cur.fetchone()
+    if row is None:
+        raise NoRow("a statement that always returns a row returned none")
+    return row
+
+
+def one_as(conn: psycopg.Connection[Any], row: type[T], query: QueryNoTemplate, params: Params) -> T:
+    """The one row `query` returns, as a `row`: a class whose fields are its columns, by name (class_row)."""
+    with conn.cursor(row_factory=class_row(row)) as cur:
+        return one(cur.execute(query, params))
 
 
 @contextlib.contextmanager
-def transaction(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+def transaction(conn: Connection) -> Iterator[Connection]:
     """BEGIN ... COMMIT on a pooled (autocommit) connection from `connection`.
 
     Cheaper than psycopg's `conn.transaction()` (savepoint bookkeeping, a
@@ -179,8 +214,8 @@ def transaction(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
     cur.execute("COMMIT")
 
 
-def open_pool(settings: Settings, url: str | None = None, **overrides) -> ConnectionPool:
-    options = dict(
+def open_pool(settings: Settings, url: str | None = None, **overrides: Any) -> Pool:
+    options: dict[str, Any] = dict(
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
         timeout=settings.pool_timeout_s,
@@ -198,7 +233,7 @@ def open_pool(settings: Settings, url: str | None = None, **overrides) -> Connec
     options.update(overrides)
     # database_url() already carries the network options; a URL handed in gets them here.
     target = with_network_options(url, settings) if url else database_url(settings)
-    pool = ConnectionPool(target, open=False, **options)
+    pool = ConnectionPool(target, connection_class=Connection, open=False, **options)
     pool.open(wait=False)
     return pool
 
@@ -210,20 +245,22 @@ class LazyPool:
     opened before the fork would hand each worker the master's sockets.
     """
 
-    def __init__(self, settings: Settings, **overrides):
+    def __init__(self, settings: Settings, **overrides: Any):
         self._settings = settings
         self._overrides = overrides
         self._lock = threading.Lock()
-        self._pool: ConnectionPool | None = None
+        self._pool: Pool | None = None
         self._pid: int | None = None
 
-    def get(self) -> ConnectionPool:
-        if self._pid != os.getpid():
+    def get(self) -> Pool:
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():
             with self._lock:
-                if self._pid != os.getpid():
+                if self._pool is None or self._pid != os.getpid():
                     self._pool = open_pool(self._settings, **self._overrides)
                     self._pid = os.getpid()
-        return self._pool
+                pool = self._pool
+        return pool
 
     def close(self) -> None:
         if self._pool is not None and self._pid == os.getpid():

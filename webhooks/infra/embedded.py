@@ -13,6 +13,7 @@ import os
 import stat
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 from .privilege import Account, join_group
 
@@ -23,7 +24,7 @@ def pgdata(data_dir: str) -> Path:
     return (ROOT / data_dir / "pg").resolve()
 
 
-def _pgserver():
+def _pgserver() -> ModuleType:
     # pgserver keeps its lock in the runtime dir; without XDG_RUNTIME_DIR
     # platformdirs warns on every import and falls back to /tmp, which is fine.
     with warnings.catch_warnings():
@@ -45,7 +46,7 @@ def url(folder: Path) -> str:
     folder.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this process, so gunicorn
     # workers and later commands reach the same data; `stop` ends it.
-    return _pgserver().get_server(folder, cleanup_mode=None).get_uri()
+    return str(_pgserver().get_server(folder, cleanup_mode=None).get_uri())
 
 
 def admit(folder: Path, account: Account) -> None:
@@ -75,4 +76,4 @@ def stop(folder: Path) -> bool:
 
 def psql() -> str:
     """The bundled psql, for machines without a PostgreSQL client of their own."""
-    return str(Path(_pgserver().__file__).parent / "pginstall" / "bin" / "psql")
+    return str(Path(_pgserver().__path__[0]) / "pginstall" / "bin" / "psql")

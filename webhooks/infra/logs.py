@@ -6,10 +6,13 @@ import logging
 import sys
 import traceback
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import psycopg
 import structlog
 from gunicorn import glogging
+from structlog.typing import Processor
 
 from .config import SettingError
 from .errors import PublicError
@@ -59,7 +62,9 @@ def _withheld(exc: BaseException) -> str:
     return f"text not shown, it may quote the payload{where}"
 
 
-def short_traceback(exc_info) -> dict:
+def short_traceback(
+    exc_info: tuple[type[BaseException], BaseException, TracebackType | None],
+) -> dict[str, Any]:
     """The exception's type, message and last frames as `file:line function`.
 
     Never locals and never source lines: the rich and better-exceptions
@@ -75,12 +80,12 @@ def short_traceback(exc_info) -> dict:
     }
 
 
-_SHARED = [
+_SHARED: list[Processor] = [
     structlog.contextvars.merge_contextvars,
     structlog.processors.add_log_level,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
 ]
-_RENDER = [
+_RENDER: list[Processor] = [
     structlog.processors.ExceptionRenderer(short_traceback),
     structlog.processors.JSONRenderer(),
 ]
@@ -119,10 +124,10 @@ def configure(level: str = "INFO") -> None:
     )
 
 
-class GunicornLogger(glogging.Logger):
+class GunicornLogger(glogging.Logger):  # type: ignore[misc]  # gunicorn ships no types
     """gunicorn's error log (start, boot, worker exits) written as our JSON lines."""
 
-    def setup(self, cfg):
+    def setup(self, cfg: Any) -> None:
         super().setup(cfg)
         for handler in self.error_log.handlers:
             handler.setFormatter(formatter())

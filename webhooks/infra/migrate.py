@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psycopg
 
+from . import db
+
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = ROOT / "migrations"
 DEFINITIONS_DIR = ROOT / "webhooks"
@@ -51,7 +53,7 @@ def latest_version(directory: Path = MIGRATIONS_DIR) -> str | None:
     return files[-1].stem if files else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def definitions(directory: Path = DEFINITIONS_DIR) -> dict[str, str]:
     """Each rule file's name (its path in the package) -> its text, read once per process."""
     return {
@@ -64,7 +66,8 @@ def _sha256(text: str) -> str:
 
 
 def _exists(conn: psycopg.Connection, table: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()[0]
+    (exists,) = db.one(conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table]))
+    return bool(exists)
 
 
 def applied_versions(conn: psycopg.Connection) -> set[str]:

@@ -101,7 +101,7 @@ def join_group(account: Account, group: str) -> None:
     log.info("user_joined_group", user=account.name, group=group)
 
 
-def _admin(argv: list[str], setting: str) -> subprocess.CompletedProcess:
+def _admin(argv: list[str], setting: str) -> subprocess.CompletedProcess[str]:
     """useradd or usermod, tried again while another one (a second start) holds /etc/passwd's lock."""
     tool = shutil.which(argv[0], path=_SBIN_PATH)
     if tool is None:
@@ -114,8 +114,9 @@ def _admin(argv: list[str], setting: str) -> subprocess.CompletedProcess:
     return done
 
 
-def _reason(done: subprocess.CompletedProcess) -> str:
-    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+def _reason(done: subprocess.CompletedProcess[str]) -> str:
+    lines: list[str] = done.stderr.strip().splitlines()
+    return (lines or [f"exit status {done.returncode}"])[-1]
 
 
 def open_import_path(account: Account) -> None:

@@ -106,10 +106,10 @@ def made_by_migrate(server_url: str, directory: Path = migrate.MIGRATIONS_DIR) -
             # The password travels in pg_dump's environment, not its command line, which `ps` shows.
             params = conninfo_to_dict(server_url)
             password = params.pop("password", None)
-            env = {**os.environ, **({"PGPASSWORD": password} if password else {})}
+            env = {**os.environ, **({"PGPASSWORD": str(password)} if password else {})}
             raw = _run(
                 [str(dumper), "--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}"]
-                + ["--dbname", make_conninfo(**params)],
+                + ["--dbname", make_conninfo("", **params)],
                 env,
             )
         finally:
@@ -122,7 +122,7 @@ def normalised(dump: str, schema: str) -> str:
     body = dump.split(_END)[0]
     parts = _ENTRY.split(body)[1:]  # before the first entry: the banner and session settings
     entries = []
-    for name, kind, statement in zip(parts[0::3], parts[1::3], parts[2::3]):
+    for name, kind, statement in zip(parts[0::3], parts[1::3], parts[2::3], strict=True):
         if kind == "SCHEMA":
             continue
         entries.append(f"-- {kind}: {name}\n{_SESSION_SETTINGS.sub('', statement.strip())}\n")

@@ -11,7 +11,7 @@ providers a process takes are listed once, in `webhooks.bootstrap`.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from webhooks.infra.config import Settings
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from webhooks.core.events import Event, InvalidEvent, InvalidSignature
 

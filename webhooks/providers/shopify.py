@@ -31,9 +31,10 @@ import hashlib
 import hmac
 import re
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from webhooks.core.events import Event, InvalidEvent, InvalidSignature
+from webhooks.core.events import Event, InvalidEvent, InvalidSignature, Json
 
 from . import fields
 from .base import Headers, Outgoing, Provider
@@ -72,7 +73,7 @@ def digest(body: bytes, secret: str) -> str:
     return base64.b64encode(mac).decode("ascii")
 
 
-def _verify(body: bytes, headers: Headers, secrets, tolerance_s: int) -> str:
+def _verify(body: bytes, headers: Headers, secrets: Sequence[str], tolerance_s: int) -> str:
     """The body as text if any secret signs it (no timestamp: `tolerance_s` has nothing to bound)."""
     sent = headers.get(HMAC_HEADER)
     if not sent:
@@ -86,14 +87,14 @@ def _verify(body: bytes, headers: Headers, secrets, tolerance_s: int) -> str:
     return fields.utf8(body)
 
 
-def _header(headers: Headers, name: str, pattern: re.Pattern) -> str:
+def _header(headers: Headers, name: str, pattern: re.Pattern[str]) -> str:
     value = headers.get(name)
     if value is None or not pattern.fullmatch(value):
         raise InvalidEvent(f"missing or invalid {name} header")
     return value
 
 
-def _identity(headers: Headers, topic: str, data: dict) -> tuple[str, str]:
+def _identity(headers: Headers, topic: str, data: Json) -> tuple[str, str]:
     """The event id and the shop, from their headers or their stand-ins (see WEBHOOK_ID_HEADER)."""
     id_header = EVENT_ID_HEADER if headers.get(EVENT_ID_HEADER) is not None else WEBHOOK_ID_HEADER
     event_id = fields.header_id(headers, id_header)
@@ -105,15 +106,15 @@ def _identity(headers: Headers, topic: str, data: dict) -> tuple[str, str]:
     return event_id, shop
 
 
-def _text(value) -> bool:
+def _text(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def _names_shop(data: dict, shop: str) -> bool:
+def _names_shop(data: Json, shop: str) -> bool:
     return data.get("shop_domain") == shop and isinstance(data.get("shop_id"), int)
 
 
-def _customer_request(data: dict, shop: str) -> bool:
+def _customer_request(data: Json, shop: str) -> bool:
     return _names_shop(data, shop) and isinstance(data.get("customer"), dict)
 
 
@@ -124,7 +125,7 @@ def _customer_request(data: dict, shop: str) -> bool:
 # refund names its `order_id` and, unlike an order, has no financial status;
 # the compliance requests name the shop (`shop_domain`, `shop_id`), the
 # customers' a customer, and only a data request has `data_request`.
-TOPIC_AGREES = {
+TOPIC_AGREES: dict[str, Callable[[Json, str], bool]] = {
     "orders/paid": lambda data, shop: data.get("financial_status") == "paid",
     "orders/cancelled": lambda data, shop: _text(data.get("cancelled_at")),
     "refunds/create": lambda data, shop: "order_id" in data and "financial_status" not in data,
@@ -140,7 +141,7 @@ TOPIC_AGREES = {
 }
 
 
-def _agrees(topic: str, data: dict, shop: str) -> None:
+def _agrees(topic: str, data: Json, shop: str) -> None:
     agrees = TOPIC_AGREES.get(topic)
     if agrees is not None and not agrees(data, shop):
         raise InvalidEvent(f"body does not agree with its {TOPIC_HEADER} {topic}")
@@ -155,7 +156,7 @@ def _triggered_at(value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _parse(text: str, headers: Headers) -> Event:
@@ -176,11 +177,7 @@ def _parse(text: str, headers: Headers) -> Event:
 
 def _sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     """The headers Shopify sends with a delivery."""
-    when = (
-        datetime.fromtimestamp(outgoing.timestamp, timezone.utc)
-        if outgoing.timestamp
-        else datetime.now(timezone.utc)
-    )
+    when = datetime.fromtimestamp(outgoing.timestamp, UTC) if outgoing.timestamp else datetime.now(UTC)
     return {
         "Content-Type": "application/json",
         HMAC_HEADER: digest(body, secret),

@@ -15,8 +15,8 @@ from __future__ import annotations
 import binascii
 import re
 import time
-from datetime import datetime, timezone
-from typing import Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import standardwebhooks
 
@@ -95,7 +95,7 @@ def parse(text: str, headers: Headers) -> Event:
 def sign(body: bytes, secret: str, outgoing: Outgoing) -> dict[str, str]:
     """The headers a Standard Webhooks sender sets, signed by the spec library."""
     at = int(time.time()) if outgoing.timestamp is None else outgoing.timestamp
-    moment = datetime.fromtimestamp(at, tz=timezone.utc)
+    moment = datetime.fromtimestamp(at, tz=UTC)
     value = standardwebhooks.Webhook(secret).sign(outgoing.event_id, moment, body.decode("utf-8"))
     return {ID: outgoing.event_id, TIMESTAMP: str(at), SIGNATURE: value}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Iterable
+from collections.abc import Iterable, Sequence
 
 import stripe
 
@@ -32,12 +32,13 @@ from webhooks.core.events import (
     require_token,
     timestamp,
 )
-from webhooks.core.outcomes import IGNORED_OTHER_MODE
 from webhooks.infra.config import Settings
 
 from .base import Headers, Outgoing, Provider
 
 NAME = "stripe"  # in URLs, the ledger and the registry
+# The outcome of a connected account's event of the other Stripe mode (mode_outcome).
+IGNORED_OTHER_MODE = "ignored_other_mode"
 SIGNATURE = "Stripe-Signature"
 # The headers Stripe's servers (and the Stripe CLI's `listen --forward-to`)
 # set on a delivery, besides its signature: the ones a handler can see.
@@ -138,14 +139,14 @@ def verify(
 def _signed_by(payload: str, header: str, secret: str) -> bool:
     """The HMAC alone (the library's constant-time comparison); the age is checked apart."""
     try:
-        return stripe.WebhookSignature.verify_header(payload, header, secret, tolerance=None)
+        return bool(stripe.WebhookSignature.verify_header(payload, header, secret, tolerance=None))
     except (stripe.SignatureVerificationError, TypeError, ValueError):
         return False
 
 
 def sign(body: bytes, secret: str, timestamp: int | None = None) -> str:
     """A Stripe-Signature header value exactly as Stripe would send it."""
-    return stripe.WebhookSignature.generate_signature_header(body.decode("utf-8"), secret, timestamp)
+    return str(stripe.WebhookSignature.generate_signature_header(body.decode("utf-8"), secret, timestamp))
 
 
 # --- the event --------------------------------------------------------------
@@ -230,7 +231,7 @@ def require_api_version(event: Event, supported: tuple[str, str]) -> None:
 # --- the provider -----------------------------------------------------------
 
 
-def _verify(body: bytes, headers: Headers, secrets, tolerance_s: int) -> str:
+def _verify(body: bytes, headers: Headers, secrets: Sequence[str], tolerance_s: int) -> str:
     return verify(body, headers.get(SIGNATURE), secrets, tolerance_s)
 
 

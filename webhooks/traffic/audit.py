@@ -6,7 +6,7 @@ holds other traffic.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import psycopg
 

@@ -18,8 +18,8 @@ answers that must both have committed on the same side are a double.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import psycopg
 

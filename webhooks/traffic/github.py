@@ -7,6 +7,7 @@ import uuid
 
 import psycopg
 
+from webhooks.infra.db import one
 from webhooks.providers import Outgoing
 from webhooks.providers.github import NAME
 
@@ -44,7 +45,7 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
 
 def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     pings = [out.event_id for out in sent if out.event_type == "ping"]
-    (not_ponged,) = conn.execute(_PINGS_NOT_PONGED, [NAME, pings]).fetchone()
+    (not_ponged,) = one(conn.execute(_PINGS_NOT_PONGED, [NAME, pings]))
     return {**plugin.completed_once(conn, NAME, sent), "every ping answered pong": not_ponged}
 
 

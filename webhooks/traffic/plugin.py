@@ -8,11 +8,12 @@ provider's own signer, so a new provider plugs in with one line there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psycopg
 
+from webhooks.infra.db import one
 from webhooks.providers import Outgoing
 
 
@@ -41,7 +42,7 @@ def completed_once(conn: psycopg.Connection, provider: str, sent: list[Outgoing]
     under another provider.
     """
     ids = sorted({outgoing.event_id for outgoing in sent})
-    completed, elsewhere = conn.execute(_COMPLETED_ONCE, {"provider": provider, "ids": ids}).fetchone()
+    completed, elsewhere = one(conn.execute(_COMPLETED_ONCE, {"provider": provider, "ids": ids}))
     return {
         "every event completed once": len(ids) - completed,
         "no event under another provider": elsewhere,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,10 +16,10 @@ def percentile(sorted_values: list[float], pct: float) -> float:
     return statistics.quantiles(sorted_values, n=100, method="inclusive")[int(pct) - 1]
 
 
-def markdown_table(headers: list[str], rows: list[list]) -> str:
+def markdown_table(headers: list[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [headers, *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 
@@ -37,7 +38,7 @@ def latency_table(result: Result) -> str:
 
 
 def throughput_table(result: Result, concurrency: int) -> str:
-    rows = [
+    rows: list[list[object]] = [
         ["unique events", result.events],
         ["deliveries", result.deliveries],
         ["HTTP attempts (with retries)", len(result.attempts)],

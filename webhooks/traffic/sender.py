@@ -181,7 +181,7 @@ async def _attempt(session, url: str, headers: dict, delivery: Delivery, result:
             answer = await response.read()
             status = response.status
             replayed = response.headers.get("Idempotent-Replayed") == "true"
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         result.failures[f"no answer: {type(exc).__name__}: {exc}"] += 1  # recorded as such, and retried
     else:
         if not 200 <= status < 300:

@@ -17,6 +17,7 @@ import uuid
 
 import psycopg
 
+from webhooks.infra.db import one
 from webhooks.providers import Outgoing
 from webhooks.providers.shopify import NAME
 
@@ -44,7 +45,8 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
     """n unique orders/paid events (some orders twice), then some again under a new webhook id."""
     base = random.randrange(10**12, 10**14)
     now = int(time.time())
-    unique, order_id = [], base
+    unique: list[tuple[bytes, Outgoing]] = []
+    order_id = base
     while len(unique) < n:
         order_id += 1
         shop = _SHOPS[order_id % len(_SHOPS)]
@@ -98,8 +100,8 @@ def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     keys = [f"{FULFILLED_JOB}:{shop}:{order_id}" for shop, order_id in orders]
     return {
         **plugin.completed_once(conn, NAME, sent),
-        "each order fulfilled once": conn.execute(_FULFILMENTS, [shops, order_ids]).fetchone()[0],
-        "one fulfilment job per order": conn.execute(_JOBS, [keys]).fetchone()[0],
+        "each order fulfilled once": one(conn.execute(_FULFILMENTS, [shops, order_ids]))[0],
+        "one fulfilment job per order": one(conn.execute(_JOBS, [keys]))[0],
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 
@@ -21,7 +21,7 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
     """n messages in the spec's payload shape (type, timestamp, data), each with its webhook-id."""
     sent = []
     for i in range(n):
-        now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         body = {"type": EVENT_TYPE, "timestamp": now, "data": {"sequence": i}}
         sent.append((json.dumps(body).encode(), Outgoing(f"msg_{uuid.uuid4().hex}", EVENT_TYPE)))
     return sent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
+from webhooks.infra.db import one
 from webhooks.providers import Outgoing
 from webhooks.providers.stripe import NAME
 
@@ -38,7 +39,7 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
 def audit(conn: psycopg.Connection, sent: list[Outgoing]) -> dict[str, int]:
     """Violations per check, for the events in `sent`: the ledger's, and each payment shipped once."""
     event_ids = sorted({out.event_id for out in sent})
-    (shipped_wrong,) = conn.execute(_FULFILMENTS, [event_ids]).fetchone()
+    (shipped_wrong,) = one(conn.execute(_FULFILMENTS, [event_ids]))
     return {**plugin.completed_once(conn, NAME, sent), "each payment fulfilled once": shipped_wrong}
 
 

@@ -102,7 +102,9 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     app.wsgi_app = WebhookRoute(app, serve, service.providers)
     admin.install(app, settings.admin_token, pool, service.providers, service.providers.enabled(settings))
-    observe = metrics.install(app, pool, settings.metrics_port, settings.front_dir)
+    observe = metrics.install(
+        app, pool, settings.metrics_port, settings.front_dir, service.registry.metrics()
+    )
     startup.announce(settings, service.providers)
     service.publish_settings()
     log.info("app_ready", pid=os.getpid())

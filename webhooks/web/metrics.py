@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Iterable
 
 import structlog
 from flask import Flask
@@ -34,10 +35,10 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from webhooks.core import outbox
-from webhooks.domains.stripe.scope import SCOPE_CONFLICTS
-from webhooks.domains.stripe.versions import NEWER_VERSIONS
+from webhooks.core.outcomes import ALREADY_FULFILLED
 from webhooks.infra import db
 
 from . import front, refusals
@@ -48,7 +49,7 @@ log = structlog.get_logger(__name__)
 _CONFLICTS = {
     "in_progress": "event_in_flight",
     "replayed": "event_completed",
-    "already_fulfilled": "payment_fulfilled",
+    ALREADY_FULFILLED: "payment_fulfilled",
 }
 # psycopg_pool's cumulative statistics, popped after each request and added up.
 _POOL_COUNTERS = ("requests_num", "requests_queued", "requests_errors", "connections_lost")
@@ -111,7 +112,9 @@ class FrontRefusals:
 
 
 class Metrics:
-    def __init__(self, pool, front_dir: str | None = None):
+    """The app's own metrics, and the domains' (counted where their handlers run)."""
+
+    def __init__(self, pool, front_dir: str | None = None, domains: Iterable[Collector] = ()):
         self._pool = pool
         self.registry = CollectorRegistry()
         self.deliveries = Counter(
@@ -149,8 +152,8 @@ class Metrics:
         # keeps that equal to the gauge when threads set it together.
         self._pool_gauge_values: dict[str, float] = {}
         self._pool_gauge_lock = threading.Lock()
-        self.registry.register(SCOPE_CONFLICTS)
-        self.registry.register(NEWER_VERSIONS)
+        for collector in domains:
+            self.registry.register(collector)
         self.outbox = OutboxCollector(pool)
         self.registry.register(self.outbox)
         self.front = FrontRefusals(front_dir) if front_dir else None
@@ -228,12 +231,14 @@ class ByListener:
         return name if sock.family == socket.AF_UNIX else name[1]
 
 
-def install(app: Flask, pool, metrics_port: int, front_dir: str | None) -> Metrics:
-    """/metrics for `app` on the scraper's listener.
+def install(
+    app: Flask, pool, metrics_port: int, front_dir: str | None, domains: Iterable[Collector] = ()
+) -> Metrics:
+    """/metrics for `app` on the scraper's listener, with the domains' metrics (Registry.metrics).
 
     Webhook deliveries are reported to the returned Metrics.
     """
-    metrics = Metrics(pool, front_dir)
+    metrics = Metrics(pool, front_dir, domains)
     app.extensions["webhooks.metrics"] = metrics
     app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port, front_dir)
     return metrics

@@ -1,6 +1,8 @@
-"""The outbox worker: deliver outbox jobs to WEBHOOK_OUTBOX_URL, and run the stripe.fetch job.
+"""The outbox worker: deliver outbox jobs to WEBHOOK_OUTBOX_URL, or perform those a domain performs itself.
 
-Beside them it tells the access flips that time alone made (access.sweep).
+A job kind with `perform` (Stripe's fetch, core/jobs.py) is performed here
+instead of POSTed. Beside the queue the worker runs the domains' periodic
+work (Stripe's access sweep, which tells the access flips time alone made).
 
 pgqueuer runs the loop: it claims jobs in batches with FOR UPDATE SKIP
 LOCKED (so any number of workers share the queue without taking the same
@@ -31,13 +33,11 @@ from pgqueuer.models import Job
 from pgqueuer.ports.driver import Driver, NotifyCallback
 
 from webhooks import bootstrap
-from webhooks.core import outbox
-from webhooks.domains.stripe import access, thin
+from webhooks.core import jobs, outbox
+from webhooks.core.parts import Periodic
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
 from webhooks.infra.logs import public_message
-
-from . import fetch
 
 log = structlog.get_logger(__name__)
 
@@ -73,7 +73,7 @@ async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
             allow_redirects=False,
         ) as response:
             await _read_capped(response)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}"[:500]) from exc
     if not 200 <= response.status < 300:
         raise DeliveryFailed(f"HTTP {response.status} {response.reason} from {url}"[:500])
@@ -95,13 +95,15 @@ async def _read_capped(response: aiohttp.ClientResponse) -> None:
 
 
 async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
-    """A `stripe.fetch` job reads Stripe and applies the object; any other is POSTed to `url`."""
-    if _kind(job) != thin.FETCH:
+    """A job of a kind a domain performs (Stripe's fetch) is performed here; any other is POSTed to `url`."""
+    kind = _kind(job)
+    known = service.registry.job_kind(kind) if isinstance(kind, str) else None
+    if known is None or known.perform is None:
         return await post(http, url, job)
     try:
         # stripe and psycopg are blocking: a thread keeps the loop free for heartbeats.
-        await asyncio.to_thread(fetch.run, service, job.payload or b"")
-    except fetch.FetchFailed as exc:
+        await asyncio.to_thread(known.perform, service, job.payload or b"")
+    except jobs.JobFailed as exc:
         raise DeliveryFailed(str(exc)[:500]) from exc
 
 
@@ -128,36 +130,37 @@ async def deliver(service: bootstrap.Service, http: aiohttp.ClientSession, url: 
     log.info("outbox_delivered", job_id=job.id, idempotency_key=key, attempt=job.attempts + 1)
 
 
-def sweep_access(url: str) -> None:
-    """Tell the access flips time alone made (see access.sweep); any worker may, at once."""
+def run_once(task: Periodic, url: str) -> None:
+    """One round of a domain's periodic work; any worker may run it at once (the work locks what it takes)."""
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            told = access.sweep(conn)
+            told = task.run(conn)
     except psycopg.Error as exc:
-        log.warning("access_sweep_failed", error=type(exc).__name__)
+        log.warning(f"{task.name}_failed", error=type(exc).__name__)
         return
     if told:
-        log.info("access_sweep", told=told)
+        log.info(task.name, told=told)
 
 
-async def _sweeping(settings: Settings, url: str) -> None:
+async def _every(task: Periodic, url: str) -> None:
     while True:
-        await asyncio.to_thread(sweep_access, url)
-        await asyncio.sleep(settings.access_sweep_s)
+        await asyncio.to_thread(run_once, task, url)
+        await asyncio.sleep(task.every_s)
 
 
 async def run(service: bootstrap.Service, outbox_url: str) -> None:
-    """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the access sweep beside it."""
+    """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the periodic work beside it."""
     url = database_url(service.settings)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    sweeper = asyncio.create_task(_sweeping(service.settings, url))
+    beside = [asyncio.create_task(_every(task, url)) for task in service.registry.periodic_work()]
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
-        sweeper.cancel()
+        for task in beside:
+            task.cancel()
 
 
 # A failover or a partition ends the worker's connections; it connects again

@@ -27,20 +27,25 @@ import psycopg
 import structlog
 from psycopg.rows import class_row
 
-from webhooks.core import outbox, scope
-from webhooks.core.events import Event, InvalidEvent
+from webhooks.core import jobs, outbox, scope
+from webhooks.core.events import Event, InvalidEvent, Json
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
-from webhooks.infra.db import storable
+from webhooks.infra.db import one, storable
 
 log = structlog.get_logger(__name__)
 
-ORDER_FULFILLED = "shopify.order.fulfilled"
-ORDER_REVIEW = "shopify.order.review"
-ORDER_CANCELLED = "shopify.order.cancelled"
+ORDER_FULFILLED = jobs.documented("shopify.order.fulfilled")
+ORDER_REVIEW = jobs.documented("shopify.order.review")
+ORDER_CANCELLED = jobs.documented("shopify.order.cancelled")
 CANCELLED = "cancelled"  # a shipped order was cancelled: the shop hears of it
 CANCEL_RECORDED = "cancel_recorded"  # not shipped: its orders/paid will be held
 ALREADY_CANCELLED = "already_cancelled"
+PARTS = Parts(
+    outcomes=(CANCELLED, CANCEL_RECORDED, ALREADY_CANCELLED),
+    jobs=(ORDER_FULFILLED, ORDER_REVIEW, ORDER_CANCELLED),
+)
 
 
 @dataclass(frozen=True)
@@ -94,13 +99,13 @@ def require_id(value: Any, what: str) -> int:
     return value
 
 
-def customer_id(order: dict) -> int | None:
+def customer_id(order: Json) -> int | None:
     customer = order.get("customer")
     value = customer.get("id") if isinstance(customer, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def note(conn: psycopg.Connection, event: Event, order_id: int, order: dict | None = None) -> Order:
+def note(conn: psycopg.Connection, event: Event, order_id: int, order: Json | None = None) -> Order:
     """Lock the order's row (creating it) and add what `order`, if given, says of it.
 
     The delivery's shop header is checked against the order's shop: a
@@ -110,9 +115,16 @@ def note(conn: psycopg.Connection, event: Event, order_id: int, order: dict | No
     name = storable(order.get("name")) if isinstance(order.get("name"), str) else None
     params = dict(shop=event.account, order_id=order_id, name=name, customer_id=customer_id(order))
     with conn.cursor(row_factory=class_row(Order)) as cur:
-        noted = cur.execute(_NOTE, params).fetchone()
+        noted = one(cur.execute(_NOTE, params))
     check_shop(conn, event, "shopify_order", order_id, noted.shop)
     return noted
+
+
+def shop_of(event: Event) -> str:
+    """The shop a Shopify event is from: its provider refuses one that names none."""
+    if event.account is None:
+        raise InvalidEvent("the event names no shop")
+    return event.account
 
 
 def check_shop(conn: psycopg.Connection, event: Event, object_type: str, object_id: int, shop: str) -> None:
@@ -139,17 +151,19 @@ def shipped(conn: psycopg.Connection, order_id: int) -> bool:
     return conn.execute(_SHIPPED, [order_id]).fetchone() is not None
 
 
-def enqueue(conn: psycopg.Connection, kind: str, event: Event, shop: str, key: int, **payload) -> None:
+def enqueue(
+    conn: psycopg.Connection, kind: jobs.JobKind, event: Event, shop: str, key: int | str, **payload: Any
+) -> None:
     """The shop's job, keyed by what it is about; names no customer."""
     outbox.enqueue(
         conn,
         kind,
         {"shop": shop, "event_id": event.id, **payload},
-        idempotency_key=f"{kind}:{shop}:{key}",
+        idempotency_key=f"{kind.name}:{shop}:{key}",
     )
 
 
-def _line_items(order: dict) -> list[dict]:
+def _line_items(order: Json) -> list[Json]:
     items = order.get("line_items")
     return [
         {k: item.get(k) for k in ("id", "variant_id", "sku", "quantity")}
@@ -158,7 +172,9 @@ def _line_items(order: dict) -> list[dict]:
     ]
 
 
-def _enqueue_order(conn, kind: str, event: Event, shop: str, order_id: int, **extra) -> None:
+def _enqueue_order(
+    conn: psycopg.Connection, kind: jobs.JobKind, event: Event, shop: str, order_id: int, **extra: Any
+) -> None:
     order = event.data
     enqueue(
         conn,

@@ -14,11 +14,12 @@ items, amounts and the rest stay, so the ledger still says what happened.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import psycopg
 
+from webhooks.core.events import Json
 from webhooks.core.redaction import redact_value
 
 # Where Shopify's order, refund, customer and compliance payloads carry a person.
@@ -47,7 +48,7 @@ PERSONAL_FIELDS = frozenset(
     }
 )
 
-Match = Callable[[str, dict], bool]
+Match = Callable[[str, Json], bool]
 
 _SOURCES = {
     "webhook_events": """
@@ -63,7 +64,7 @@ _REWRITE = {
 }
 
 
-def order_of(topic: str, data: dict):
+def order_of(topic: str, data: Json) -> object:
     """The order a payload is about: an order topic's `id`, any other's `order_id`."""
     return data.get("id") if topic.startswith("orders/") else data.get("order_id")
 
@@ -76,7 +77,7 @@ class Customer:
     email: str | None
     orders: frozenset[int]
 
-    def named_in(self, topic: str, data: dict) -> bool:
+    def named_in(self, topic: str, data: Json) -> bool:
         customer = data.get("customer")
         if isinstance(customer, dict) and (
             (self.id is not None and customer.get("id") == self.id) or self._is_email(customer.get("email"))
@@ -86,11 +87,13 @@ class Customer:
             return True
         return order_of(topic, data) in self.orders
 
-    def _is_email(self, value) -> bool:
-        return bool(self.email) and isinstance(value, str) and value.lower() == self.email.lower()
+    def _is_email(self, value: object) -> bool:
+        if not self.email or not isinstance(value, str):
+            return False
+        return value.lower() == self.email.lower()
 
 
-def _rows(conn: psycopg.Connection, table: str, shop: str) -> Iterator[tuple[int, str, str, dict]]:
+def _rows(conn: psycopg.Connection, table: str, shop: str) -> Iterator[tuple[int, str, str, Json]]:
     params = [shop] if table == "webhook_events" else []
     for row_id, event_id, topic, payload in conn.execute(_SOURCES[table], params):
         try:

@@ -22,7 +22,9 @@ import hashlib
 import psycopg
 import structlog
 
-from webhooks.core.events import Event
+from webhooks.core import jobs
+from webhooks.core.events import Event, Json
+from webhooks.core.parts import Parts
 from webhooks.core.redaction import redact
 from webhooks.core.registry import handles
 
@@ -30,10 +32,11 @@ from . import orders, payloads
 
 log = structlog.get_logger(__name__)
 
-DATA_REQUEST_JOB = "shopify.customer.data_request"
+DATA_REQUEST_JOB = jobs.documented("shopify.customer.data_request")
 DATA_REQUEST_QUEUED = "data_request_queued"
 REDACTED = "redacted"
 ALREADY_DONE = "already_done"  # this signed request was acted on before, under another event id
+PARTS = Parts(outcomes=(DATA_REQUEST_QUEUED, REDACTED, ALREADY_DONE), jobs=(DATA_REQUEST_JOB,))
 
 _FIRST_TIME = """
 INSERT INTO shopify_compliance_requests (body_sha256, topic, shop, event_id) VALUES (%s, %s, %s, %s)
@@ -53,7 +56,7 @@ WHERE shop = %s AND (customer_id = %s OR order_id = ANY(%s))
 _FORGET_CUSTOMERS = "UPDATE shopify_orders SET customer_id = NULL, updated_at = now() WHERE shop = %s"
 
 
-def _ids(values) -> list[int]:
+def _ids(values: object) -> list[int]:
     return [
         v
         for v in (values if isinstance(values, list) else [])
@@ -101,12 +104,12 @@ def data_request(conn: psycopg.Connection, event: Event) -> str:
         conn,
         DATA_REQUEST_JOB,
         event,
-        event.account,
+        orders.shop_of(event),
         request_id if isinstance(request_id, int) else event.id,
         data_request_id=request_id,
         customer_id=customer.id,
         orders=sorted(customer.orders),
-        stored_events=payloads.naming(conn, event.account, customer.named_in),
+        stored_events=payloads.naming(conn, orders.shop_of(event), customer.named_in),
     )
     return DATA_REQUEST_QUEUED
 
@@ -116,7 +119,7 @@ def customer_redact(conn: psycopg.Connection, event: Event) -> str:
     if _replayed(conn, event):
         return _forget_replay(conn, event)
     customer = _customer(conn, event, "orders_to_redact")
-    changed = payloads.redact(conn, event.account, customer.named_in, customer.named_in)
+    changed = payloads.redact(conn, orders.shop_of(event), customer.named_in, customer.named_in)
     conn.execute(_FORGET_CUSTOMER, [event.account, customer.id, list(customer.orders)])
     log.info("shopify_customer_redacted", shop=event.account, event_id=event.id, payloads=changed)
     return REDACTED
@@ -128,10 +131,10 @@ def shop_redact(conn: psycopg.Connection, event: Event) -> str:
         return _forget_replay(conn, event)
     shop_orders = {row[0] for row in conn.execute(_SHOP_ORDERS, [event.account])}
 
-    def shop_failure(topic: str, data: dict) -> bool:
+    def shop_failure(topic: str, data: Json) -> bool:
         return payloads.order_of(topic, data) in shop_orders or data.get("shop_domain") == event.account
 
-    changed = payloads.redact(conn, event.account, lambda topic, data: True, shop_failure)
+    changed = payloads.redact(conn, orders.shop_of(event), lambda topic, data: True, shop_failure)
     conn.execute(_FORGET_CUSTOMERS, [event.account])
     log.info("shopify_shop_redacted", shop=event.account, event_id=event.id, payloads=changed)
     return REDACTED

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import psycopg
 
-from webhooks.core.events import Event
+from webhooks.core import jobs
+from webhooks.core.events import Event, Json
 from webhooks.core.outcomes import REFUNDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import orders
 
-ORDER_REFUNDED = "shopify.order.refunded"
+ORDER_REFUNDED = jobs.documented("shopify.order.refunded")
 REFUND_RECORDED = "refund_recorded"  # not shipped: its orders/paid will be held
 ALREADY_RECORDED = "already_recorded"
+PARTS = Parts(outcomes=(REFUNDED, REFUND_RECORDED, ALREADY_RECORDED), jobs=(ORDER_REFUNDED,))
 
 # Refund ids are global, like order ids: one row per refund, whatever shop header came with it.
 _RECORD = """
@@ -29,7 +32,7 @@ RETURNING 1
 """
 
 
-def _refund_line_items(refund: dict) -> list[dict]:
+def _refund_line_items(refund: Json) -> list[Json]:
     items = refund.get("refund_line_items")
     return [
         {"line_item_id": item.get("line_item_id"), "quantity": item.get("quantity")}

@@ -1,19 +1,22 @@
-"""The Stripe domain: one module per Stripe object, each with its event handlers.
+"""The Stripe domain: one module per Stripe object, each with its event handlers and its parts.
 
 Built on the delivery core (events, registry, outbox) and Stripe's wire
 format (webhooks/providers/stripe.py); never imports the commands, the web
-edge or the worker. `register` is how a process takes it in.
+edge or the worker. `register` is how a process takes it in: the handlers,
+and what the core, the worker and /metrics read of the domain (outcome
+words, job kinds, metrics, the access sweep) through the registry.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from webhooks.core.parts import Parts, Periodic
 from webhooks.core.registry import Registry
 from webhooks.infra.config import Settings
-from webhooks.providers.stripe import NAME
+from webhooks.providers.stripe import IGNORED_OTHER_MODE, NAME
 
-from . import checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, thin, versions
+from . import access, checkout, fetch, intents, objects, orders, scope, thin, versions
 from .orders import Orders
 
 # The success events: their handlers ship orders, judged by the order marker
@@ -35,23 +38,26 @@ _SUCCESSES = (
         checkout.Session,
     ),
 )
+# The modules besides the objects' that bring parts.
+_SHARED = (orders, access, thin, fetch, scope, versions)
 
 
 def register(registry: Registry, settings: Settings) -> None:
-    """Add the Stripe handlers, and the rules for the Stripe events none of them takes."""
-    registry.include(
-        checkout, disputes, fraud_warnings, intents, invoices, refunds, subscriptions, provider=NAME
-    )
-    orders = Orders(settings.order_marker_key)
+    """Add the Stripe handlers and parts, and the rules for the Stripe events none of the handlers takes."""
+    registry.include(*objects.MODULES, *_SHARED, provider=NAME)
+    # The provider's admission settles a connected account's event of the other mode.
+    registry.bring(Parts(outcomes=(IGNORED_OTHER_MODE,)))
+    shipping = Orders(settings.order_marker_key)
     for event_type, handler, success, reads in _SUCCESSES:
         registry.add(
             NAME,
             [event_type],
-            partial(handler, orders=orders),
-            one_statement=partial(orders.one_statement, success),
+            partial(handler, orders=shipping),
+            one_statement=partial(shipping.one_statement, success),
             reads=reads,
         )
     registry.unhandled(NAME, partial(thin.unhandled, registry))
     registry.guard(
         NAME, versions.Admission(registry, settings.stripe_api_versions, bool(settings.stripe_api_key))
     )
+    registry.periodic(Periodic("access_sweep", settings.access_sweep_s, access.sweep))

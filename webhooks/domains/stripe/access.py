@@ -13,22 +13,26 @@ tells those, under the same row lock, so each flip is told once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator
+from typing import Any
 
 import psycopg
 import structlog
 
-from webhooks.core import outbox
-from webhooks.core.events import Event
+from webhooks.core import jobs, outbox
+from webhooks.core.events import Event, Json
+from webhooks.core.parts import Parts
+from webhooks.infra.db import one, one_as
 
 from . import scope
 
 log = structlog.get_logger(__name__)
 
-ACCESS_CHANGED = "subscription.access_changed"
+ACCESS_CHANGED = jobs.documented("subscription.access_changed")
+PARTS = Parts(jobs=(ACCESS_CHANGED,))
 
 # Creates the row or, when it exists, locks it with a no-op update; either
 # way it returns the account stored with it, for the scope check, and what
@@ -77,20 +81,19 @@ class Decision:
 
 def claim_row(
     conn: psycopg.Connection, event: Event, claim_sql: str, object_type: str, object_id: str
-) -> tuple:
+) -> tuple[Any, ...]:
     """Lock (creating if need be) the row `claim_sql` names and check the event's scope on it.
 
     Returns what `claim_sql` returns: the stored account first.
     """
-    row = conn.execute(claim_sql, [object_id, event.account_key]).fetchone()
+    row = one(conn.execute(claim_sql, [object_id, event.account_key]))
     scope.check(conn, event, object_type, object_id, row[0])
     return row
 
 
-def decision(conn: psycopg.Connection, subscription_id: str, at: datetime | None = None) -> Decision | None:
-    """What the view says for one subscription at `at` (the transaction's time by default)."""
-    row = conn.execute(_DECISION, [at, subscription_id]).fetchone()
-    return Decision(*row) if row else None
+def decision(conn: psycopg.Connection, subscription_id: str, at: datetime | None = None) -> Decision:
+    """What the view says for one subscription of the mirror at `at` (the transaction's time by default)."""
+    return one_as(conn, Decision, _DECISION, [at, subscription_id])
 
 
 @contextmanager
@@ -135,7 +138,7 @@ def sweep(conn: psycopg.Connection, at: datetime | None = None) -> int:
     return told
 
 
-def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cause: dict, key: str) -> None:
+def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cause: Json, key: str) -> None:
     outbox.enqueue(
         conn,
         ACCESS_CHANGED,
@@ -146,7 +149,7 @@ def _notify(conn: psycopg.Connection, subscription_id: str, after: Decision, cau
             "access_until": after.access_until.isoformat() if after.access_until else None,
             **cause,
         },
-        idempotency_key=f"{ACCESS_CHANGED}:{subscription_id}:{key}",
+        idempotency_key=f"{ACCESS_CHANGED.name}:{subscription_id}:{key}",
     )
 
 

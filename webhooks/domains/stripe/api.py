@@ -13,10 +13,12 @@ connection while they wait on Stripe.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import stripe
 
+from webhooks.core.events import Json
 from webhooks.infra.config import Settings
 
 # Stripe's largest page.
@@ -54,7 +56,7 @@ def get(
     account: str | None = None,
     context: str | None = None,
     **params: Any,
-) -> dict:
+) -> Json:
     """GET `path` as a dict. `account` is sent as Stripe-Account (Connect, API v1);
     `context` as Stripe-Context, which is what a thin event names (API v2)."""
     options = {"stripe_account": account} if account else {}
@@ -69,12 +71,15 @@ def get(
     except stripe.StripeError as exc:
         status = exc.http_status or type(exc).__name__
         raise ApiFailed(f"GET {path}: {status} {exc.user_message or ''}".strip()) from None
-    return json.loads(response.body)
+    body = json.loads(response.body)
+    if not isinstance(body, dict):
+        raise ApiFailed(f"GET {path}: the answer is not a JSON object")
+    return body
 
 
 def list_all(
     api: stripe.StripeClient, path: str, *, account: str | None = None, **params: Any
-) -> Iterator[dict]:
+) -> Iterator[Json]:
     """Every object of a list endpoint, in Stripe's order (newest first).
 
     Pages with `starting_after` the last id seen, which walks back in time;

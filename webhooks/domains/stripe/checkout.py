@@ -17,20 +17,15 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core.events import Event
-from webhooks.core.outcomes import (
-    AWAITING_PAYMENT,
-    NOT_PAID,
-    PAYMENT_FAILED,
-    SETUP_CHECKOUT,
-    SUBSCRIPTION_CHECKOUT,
-    SUPERSEDED,
-)
+from webhooks.core.events import Event, Json
+from webhooks.core.outcomes import AWAITING_PAYMENT, NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
+from . import payments
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Text, Word
-from .orders import Orders, Success, success
-from .payments import note, payment_id_of
+from .lookups import Listing, Lookup
+from .orders import SETUP_CHECKOUT, SUBSCRIPTION_CHECKOUT, Orders, Success, success
+from .payments import PAYMENT_FAILED, note, payment_id_of
 
 
 class Session(StripeObject):
@@ -53,7 +48,31 @@ _OTHER_MODES = {"subscription": SUBSCRIPTION_CHECKOUT, "setup": SETUP_CHECKOUT}
 _PAID = ("paid", "no_payment_required")
 
 
-def _facts(session: dict) -> dict:
+def _paid(session: Json) -> bool:
+    return session.get("payment_status") in _PAID
+
+
+def _paid_payment(session: Json) -> str | None:
+    """The payment a listed session stands for once paid (its intent, or itself without one)."""
+    if session.get("mode", "payment") != "payment" or not _paid(session):
+        return None
+    payment = session.get("payment_intent") or session.get("id")
+    return payment if isinstance(payment, str) else None
+
+
+LOOKUPS = (
+    Lookup(
+        "checkout.session",
+        "/v1/checkout/sessions/",
+        payments.ROWS,
+        prefixes=("cs_",),
+        agrees=_paid,
+        listing=Listing("/v1/checkout/sessions", _paid_payment, {"status": "complete"}),
+    ),
+)
+
+
+def _facts(session: Json) -> Json:
     return {
         "checkout_mode": session.get("mode", "payment"),
         "session_id": session.get("id"),
@@ -63,11 +82,11 @@ def _facts(session: dict) -> dict:
     }
 
 
-def _payment_id(session: dict) -> str:
+def _payment_id(session: Json) -> str:
     return payment_id_of(session.get("payment_intent"), session.get("id"))
 
 
-def _other_mode(session: dict) -> str | None:
+def _other_mode(session: Json) -> str | None:
     """The outcome of a session that takes no one-off payment; None for a payment-mode one."""
     return _OTHER_MODES.get(session.get("mode", "payment"))
 
@@ -75,7 +94,7 @@ def _other_mode(session: dict) -> str | None:
 def payment_success(event: Event) -> Success | None:
     """The success a payment-mode session states once paid; None while it is not (or takes no payment)."""
     session = event.object
-    if _other_mode(session) is not None or session.get("payment_status") not in _PAID:
+    if _other_mode(session) is not None or not _paid(session):
         return None
     return success(
         event,

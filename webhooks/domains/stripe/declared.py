@@ -32,7 +32,7 @@ quotes a value, nor a metadata key.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as _ValidationError
@@ -93,7 +93,7 @@ class Expanded(StripeObject):
 
 
 # An id field that may also arrive expanded (core.events.id_of reads both).
-Expandable = Union[Id, Expanded]
+Expandable = Id | Expanded
 
 
 def problems(model: type[StripeObject], obj: Any) -> list[str]:
@@ -117,7 +117,7 @@ def check(model: type[StripeObject], event: Event) -> None:
         raise InvalidFields("; ".join(found))
 
 
-def _path(loc: tuple, names: frozenset[str]) -> str:
+def _path(loc: tuple[int | str, ...], names: frozenset[str]) -> str:
     """`data.object` and the declared fields down to the error: a list's index, never a key of a map."""
     parts = ["data.object"]
     for part in loc:

@@ -23,14 +23,36 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
-from webhooks.core.events import Event, require_id, timestamp
-from webhooks.core.outcomes import DISPUTE_CLOSED, DISPUTE_LOST, DISPUTE_OPEN, DISPUTE_WON, SUPERSEDED
+from webhooks.core import jobs, outbox
+from webhooks.core.events import Event, Json, require_id, timestamp
+from webhooks.core.outcomes import SUPERSEDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import scope
 from .declared import Amount, Currency, Id, SignedAmount, StripeObject, Timestamp, UnknownValue, Word
+from .lookups import Listing, Lookup, Rows
 from .payments import note, payment_id_of
+
+DISPUTE_OPEN = "dispute_open"
+DISPUTE_WON = "dispute_won"
+DISPUTE_LOST = "dispute_lost"
+DISPUTE_CLOSED = "dispute_closed"  # an inquiry closed, or a dispute prevented
+DISPUTE_OPENED = jobs.documented("dispute.opened")
+DISPUTE_CLOSED_JOB = jobs.documented("dispute.closed")
+PARTS = Parts(
+    outcomes=(DISPUTE_OPEN, DISPUTE_WON, DISPUTE_LOST, DISPUTE_CLOSED),
+    jobs=(DISPUTE_OPENED, DISPUTE_CLOSED_JOB),
+)
+# Every dispute Stripe lists has its row, whatever its status.
+LOOKUPS = (
+    Lookup(
+        "dispute",
+        "/v1/disputes/",
+        Rows("dispute", "disputes", "dispute_id", at="created_at"),
+        listing=Listing("/v1/disputes", lambda dispute: dispute["id"]),
+    ),
+)
 
 
 class _Evidence(StripeObject):
@@ -73,8 +95,6 @@ _OUTCOME = {
     "warning_closed": DISPUTE_CLOSED,
     "prevented": DISPUTE_CLOSED,
 }
-DISPUTE_OPENED = "dispute.opened"
-DISPUTE_CLOSED_JOB = "dispute.closed"
 
 _STORED = "SELECT status_rank, account FROM disputes WHERE dispute_id = %s"
 
@@ -134,7 +154,7 @@ def dispute_changed(conn: psycopg.Connection, event: Event) -> str:
     return _OUTCOME.get(row[0], DISPUTE_OPEN)
 
 
-def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> dict:
+def _params(event: Event, dispute: Json, dispute_id: str, payment_id: str) -> Json:
     return {
         "dispute_id": dispute_id,
         "account": event.account_key,
@@ -151,13 +171,15 @@ def _params(event: Event, dispute: dict, dispute_id: str, payment_id: str) -> di
     }
 
 
-def _funds(dispute: dict) -> dict[str, bool]:
+def _funds(dispute: Json) -> dict[str, bool]:
     """Whether the dispute's balance transactions took money out (negative) and put it back."""
     amounts = [move["amount"] for move in dispute.get("balance_transactions") or []]
     return {"withdrawn": any(a < 0 for a in amounts), "reinstated": any(a > 0 for a in amounts)}
 
 
-def _notify(conn, event, kind, payment_id, dispute) -> None:
+def _notify(
+    conn: psycopg.Connection, event: Event, kind: jobs.JobKind, payment_id: str, dispute: Json
+) -> None:
     outbox.enqueue(
         conn,
         kind,
@@ -171,5 +193,5 @@ def _notify(conn, event, kind, payment_id, dispute) -> None:
             "status": dispute["status"],
             "due_by": (dispute.get("evidence_details") or {}).get("due_by"),
         },
-        idempotency_key=f"{kind}:{dispute['id']}",
+        idempotency_key=f"{kind.name}:{dispute['id']}",
     )

@@ -23,10 +23,11 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
+from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, id_of, require_id
-from webhooks.core.outcomes import FRAUD_WARNING_RECORDED, FRAUD_WARNING_REPORTED, FRAUD_WARNING_UPDATED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
+from webhooks.infra.db import one
 
 from . import scope
 from .declared import Expandable, Flag, Id, StripeObject, Word
@@ -44,7 +45,14 @@ class EarlyFraudWarning(StripeObject):
     actionable: Flag | None = None
 
 
-FRAUD_WARNING_JOB = "payment.fraud_warning"
+FRAUD_WARNING_REPORTED = "fraud_warning_reported"  # the order had shipped: payment.fraud_warning
+FRAUD_WARNING_RECORDED = "fraud_warning_recorded"  # not shipped: its success will be held
+FRAUD_WARNING_UPDATED = "fraud_warning_updated"  # a warning already known
+FRAUD_WARNING_JOB = jobs.documented("payment.fraud_warning")
+PARTS = Parts(
+    outcomes=(FRAUD_WARNING_REPORTED, FRAUD_WARNING_RECORDED, FRAUD_WARNING_UPDATED),
+    jobs=(FRAUD_WARNING_JOB,),
+)
 
 _STORED = "SELECT actionable, account FROM fraud_warnings WHERE warning_id = %s"
 
@@ -72,18 +80,20 @@ def warning_changed(conn: psycopg.Connection, event: Event) -> str:
     payment_id = payment_id_of(id_of(warning.get("payment_intent")), charge)
     note(conn, event, payment_id)
     known = scope.stored(conn, event, "fraud_warning", warning_id, _STORED) is not None
-    (actionable,) = conn.execute(
-        _UPSERT,
-        {
-            "warning_id": warning_id,
-            "account": event.account_key,
-            "payment_id": payment_id,
-            "charge_id": charge,
-            "fraud_type": warning.get("fraud_type"),
-            "actionable": warning.get("actionable") is not False,
-            "event_id": event.id,
-        },
-    ).fetchone()
+    (actionable,) = one(
+        conn.execute(
+            _UPSERT,
+            {
+                "warning_id": warning_id,
+                "account": event.account_key,
+                "payment_id": payment_id,
+                "charge_id": charge,
+                "fraud_type": warning.get("fraud_type"),
+                "actionable": warning.get("actionable") is not False,
+                "event_id": event.id,
+            },
+        )
+    )
     conn.execute(_WARN_PAYMENT, [payment_id])
     if known:
         return FRAUD_WARNING_UPDATED
@@ -101,6 +111,6 @@ def warning_changed(conn: psycopg.Connection, event: Event) -> str:
             "actionable": actionable,
             "event_id": event.id,
         },
-        idempotency_key=f"{FRAUD_WARNING_JOB}:{warning_id}",
+        idempotency_key=f"{FRAUD_WARNING_JOB.name}:{warning_id}",
     )
     return FRAUD_WARNING_REPORTED

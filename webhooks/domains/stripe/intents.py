@@ -15,13 +15,15 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core.events import Event
-from webhooks.core.outcomes import INVOICE_PAYMENT, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.events import Event, Json
+from webhooks.core.outcomes import NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
+from . import payments
 from .declared import Amount, Currency, Id, Metadata, StripeObject, Word
-from .orders import Orders, Success, mark_invoice_payment, success
-from .payments import note, payment_id_of
+from .lookups import Listing, Lookup
+from .orders import INVOICE_PAYMENT, Orders, Success, mark_invoice_payment, success
+from .payments import PAYMENT_FAILED, note, payment_id_of
 
 
 class PaymentIntent(StripeObject):
@@ -51,10 +53,29 @@ class InvoicePayment(StripeObject):
     payment: _Payment
 
 
+def _succeeded(intent: Json) -> bool:
+    return intent.get("status") == "succeeded"
+
+
+LOOKUPS = (
+    Lookup(
+        "payment_intent",
+        "/v1/payment_intents/",
+        payments.ROWS,
+        prefixes=("pi_",),
+        agrees=_succeeded,
+        listing=Listing(
+            "/v1/payment_intents",
+            lambda intent: intent["id"] if _succeeded(intent) else None,
+        ),
+    ),
+)
+
+
 def payment_success(event: Event) -> Success | None:
     """The success the PaymentIntent states; None unless it has succeeded."""
     intent = event.object
-    if intent.get("status") != "succeeded":
+    if not _succeeded(intent):
         return None
     return success(
         event,

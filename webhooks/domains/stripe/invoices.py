@@ -19,17 +19,36 @@ subscription's and payment events never lock an invoice, so none deadlock.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 import psycopg
 
-from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, PAYMENT_FAILED, SUPERSEDED
+from webhooks.core.events import Event, Json, require_created, require_id, timestamp
+from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, SUPERSEDED
 from webhooks.core.registry import handles
 
 from . import access
 from .declared import Amount, Count, Currency, Id, StripeObject, Timestamp, Word
+from .lookups import Listing, Lookup, Rows
 from .orders import mark_invoice_payment
+from .payments import PAYMENT_FAILED
+
+
+def _paid(invoice: Json) -> bool:
+    return invoice.get("status") == "paid"
+
+
+# A paid invoice has its fulfilment row.
+LOOKUPS = (
+    Lookup(
+        "invoice",
+        "/v1/invoices/",
+        Rows("invoice", "invoice_fulfilments", "invoice_id", at="fulfilled_at"),
+        agrees=_paid,
+        listing=Listing("/v1/invoices", lambda invoice: invoice["id"], {"status": "paid"}),
+    ),
+)
 
 
 class _Period(StripeObject):
@@ -105,13 +124,13 @@ WHERE subscription_id = %s
 """
 
 
-def subscription_of(invoice: dict) -> str | None:
+def subscription_of(invoice: Json) -> str | None:
     details = (invoice.get("parent") or {}).get("subscription_details") or {}
     subscription = details.get("subscription") or invoice.get("subscription")
     return require_id(subscription, "subscription id") if subscription else None
 
 
-def _service_period(invoice: dict) -> tuple:
+def _service_period(invoice: Json) -> tuple[datetime | None, datetime | None]:
     """The span the invoice's lines pay for (the invoice's own period_* is the previous one)."""
     periods = [line.get("period") or {} for line in (invoice.get("lines") or {}).get("data") or []]
     starts = [p["start"] for p in periods if isinstance(p.get("start"), int)]
@@ -144,7 +163,7 @@ def _set_invoice(conn: psycopg.Connection, event: Event, status: str) -> bool:
 @handles("invoice.paid", reads=Invoice)
 def invoice_paid(conn: psycopg.Connection, event: Event) -> str:
     invoice = event.object
-    if invoice.get("status") != "paid":
+    if not _paid(invoice):
         return NOT_PAID
     _set_invoice(conn, event, "paid")
     subscription = subscription_of(invoice)

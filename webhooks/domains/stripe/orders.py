@@ -19,15 +19,18 @@ disputed when its success arrives is held instead (one `payment.review` job).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 import structlog
 
 from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
-from webhooks.infra.db import cursor, storable
+from webhooks.core.outcomes import FULFILLED, HELD
+from webhooks.core.parts import Parts
+from webhooks.infra.db import cursor, one, storable
 
 from . import scope
 from .payments import facts_params, note
@@ -35,8 +38,19 @@ from .payments import facts_params, note
 log = structlog.get_logger(__name__)
 
 # The job kinds the decision writes (orders.sql).
-ORDER_FULFILLED = "order.fulfilled"
-PAYMENT_REVIEW = "payment.review"
+ORDER_FULFILLED = jobs.documented("order.fulfilled")
+PAYMENT_REVIEW = jobs.documented("payment.review")
+# Why a payment that succeeded is not shipped, besides `held` (refunded,
+# disputed or fraud-warned before its success: payment.review).
+INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)
+NOT_AN_ORDER = "not_an_order"  # no Checkout Session in payment mode, no order marker
+SUBSCRIPTION_CHECKOUT = "subscription_checkout"  # its invoices are the billing side's
+SETUP_CHECKOUT = "setup_checkout"  # takes no payment
+PARTS = Parts(
+    # The decision's words (orders.sql, webhooks_payment_succeeded).
+    outcomes=(FULFILLED, HELD, INVOICE_PAYMENT, NOT_AN_ORDER, SUBSCRIPTION_CHECKOUT, SETUP_CHECKOUT),
+    jobs=(ORDER_FULFILLED, PAYMENT_REVIEW),
+)
 # The payment's identity facts that its jobs carry under the same name.
 _IDENTITY = ("session_id", "client_reference_id", "customer")
 
@@ -94,7 +108,7 @@ class Success:
         """
         metadata = {**(self.facts.get("intent_metadata") or {}), **(self.facts.get("session_metadata") or {})}
         identity = {name: self.facts[name] for name in _IDENTITY if self.facts.get(name) is not None}
-        return storable(
+        stated: dict[str, Any] = storable(
             {
                 "payment_id": self.payment_id,
                 "event_id": event.id,
@@ -105,6 +119,7 @@ class Success:
                 **identity,
             }
         )
+        return stated
 
 
 def success(
@@ -180,7 +195,7 @@ def _succeeded(conn: psycopg.Connection, event: Event, paid: Success, marker_key
         "at": event.created,
         **paid.params(marker_key),
     }
-    outcome, conflicting = cursor(conn).execute(_SUCCEEDED, params).fetchone()
+    outcome, conflicting = one(cursor(conn).execute(_SUCCEEDED, params))
     return _decided(event, paid, outcome, conflicting)
 
 

@@ -21,10 +21,31 @@ from typing import Any
 
 import psycopg
 
-from webhooks.core.events import Event, require_created, require_id
-from webhooks.infra.db import cursor, storable
+from webhooks.core.events import Event, Json, require_created, require_id
+from webhooks.core.parts import Parts
+from webhooks.infra.db import cursor, one, storable
 
 from . import scope
+from .lookups import Lookup, Rows
+
+# The payment failed (a PaymentIntent's, a Checkout Session's or an invoice's).
+PAYMENT_FAILED = "payment_failed"
+PARTS = Parts(outcomes=(PAYMENT_FAILED,))
+
+# Payments, not fulfilments, are what reconcile checks: a succeeded payment
+# that is not an order (an invoice's, a held one) has no fulfilment, and is
+# still a payment Stripe and we must agree on.
+ROWS = Rows("payment", "payments", "payment_id", at="status_at", state="status = 'succeeded'")
+# A payment with no PaymentIntent is keyed by its charge (payment_id_of).
+LOOKUPS = (
+    Lookup(
+        "charge",
+        "/v1/charges/",
+        ROWS,
+        prefixes=("ch_", "py_"),
+        agrees=lambda charge: charge.get("status") == "succeeded",
+    ),
+)
 
 # Breaks a tie between two events created in the same second: the later
 # stage of a payment wins (Stripe's timestamps are whole seconds).
@@ -40,8 +61,8 @@ class Payment:
     session_id: str | None
     client_reference_id: str | None
     customer: str | None
-    session_metadata: dict | None
-    intent_metadata: dict | None
+    session_metadata: Json | None
+    intent_metadata: Json | None
     invoice_id: str | None
     amount: int | None
     amount_refunded: int
@@ -106,11 +127,11 @@ def note(
         status=status,
         amount=amount,
         currency=currency,
-        rank=_STATUS_RANK.get(status),
+        rank=None if status is None else _STATUS_RANK.get(status),
         at=require_created(event) if status else None,
     )
     # The function's row type lists Payment's fields in order.
-    payment = Payment(*cursor(conn).execute(_NOTE, params).fetchone())
+    payment = Payment(*one(cursor(conn).execute(_NOTE, params)))
     scope.check(conn, event, "payment", payment_id, payment.account)
     return payment
 

@@ -39,20 +39,45 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
-from webhooks.core.events import Event, require_created, require_id, timestamp
-from webhooks.core.outcomes import (
-    AUTHORIZATION_RELEASED,
-    PARTIALLY_REFUNDED,
-    REFUND_FAILED,
-    REFUNDED,
-    SUPERSEDED,
-)
+from webhooks.core import jobs, outbox
+from webhooks.core.events import Event, Json, require_created, require_id, timestamp
+from webhooks.core.outcomes import REFUNDED, SUPERSEDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
+from webhooks.infra.db import one
 
 from . import scope
 from .declared import Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
+from .lookups import Listing, Lookup, Rows
 from .payments import note, payment_id_of
+
+# The refund's own status after the event (`refunded`: the payment is refunded in full).
+PARTIALLY_REFUNDED = "partially_refunded"
+REFUND_FAILED = "refund_failed"  # failed or canceled: no longer counted
+# Before basil, what a partial capture or a cancellation released uncaptured
+# came as a Refund: no money went back.
+AUTHORIZATION_RELEASED = "authorization_released"
+PAYMENT_REFUNDED = jobs.documented("payment.refunded")
+REFUND_FAILED_JOB = jobs.documented("refund.failed")
+PARTS = Parts(
+    outcomes=(REFUNDED, PARTIALLY_REFUNDED, REFUND_FAILED, AUTHORIZATION_RELEASED),
+    jobs=(PAYMENT_REFUNDED, REFUND_FAILED_JOB),
+)
+
+
+def _succeeded(refund: Json) -> bool:
+    return refund.get("status") == "succeeded"
+
+
+LOOKUPS = (
+    Lookup(
+        "refund",
+        "/v1/refunds/",
+        Rows("refund", "refunds", "refund_id", at="updated_at", state="status = 'succeeded'"),
+        agrees=_succeeded,
+        listing=Listing("/v1/refunds", lambda refund: refund["id"] if _succeeded(refund) else None),
+    ),
+)
 
 
 class Refund(StripeObject):
@@ -91,8 +116,6 @@ class Charge(StripeObject):
 
 _RANK = {"pending": 0, "requires_action": 1, "succeeded": 2, "failed": 3, "canceled": 3}
 _DEAD = 3
-PAYMENT_REFUNDED = "payment.refunded"
-REFUND_FAILED_JOB = "refund.failed"
 _BASIL = "2025-03-31"
 
 _STORED = "SELECT status_rank, account FROM refunds WHERE refund_id = %s"
@@ -171,7 +194,7 @@ def _before_basil(event: Event) -> bool:
     return event.api_version is not None and event.api_version[:10] < _BASIL
 
 
-def _captured(charge: dict) -> int | None:
+def _captured(charge: Json) -> int | None:
     """What the charge captured: 0 for a released (cancelled) authorisation, None if not said."""
     if charge.get("captured"):
         captured = charge.get("amount_captured")
@@ -179,15 +202,15 @@ def _captured(charge: dict) -> int | None:
     return 0 if charge.get("refunded") else None
 
 
-def _released(event: Event, charge: dict) -> int:
+def _released(event: Event, charge: Json) -> int:
     """The part of a pre-basil charge's amount_refunded that was released uncaptured."""
-    captured = _captured(charge)
-    if not _before_basil(event) or captured is None or not isinstance(charge.get("amount"), int):
+    captured, amount = _captured(charge), charge.get("amount")
+    if not _before_basil(event) or captured is None or not isinstance(amount, int):
         return 0
-    return max(charge["amount"] - captured, 0)
+    return max(amount - captured, 0)
 
 
-def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dict) -> str | None:
+def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: Json) -> jobs.JobKind | None:
     """Apply one refund's status; the job kind of the transition it made, if any."""
     refund_id = require_id(refund.get("id"), "refund id")
     status = refund.get("status") or "succeeded"  # old charge lists name no status
@@ -220,10 +243,17 @@ def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: dic
 
 
 def _settle(conn: psycopg.Connection, payment_id: str) -> Position:
-    return Position(*conn.execute(_RECOMPUTE, {"payment_id": payment_id}).fetchone())
+    return Position(*one(conn.execute(_RECOMPUTE, {"payment_id": payment_id})))
 
 
-def _notify(conn, event, kind, payment_id, refund, position: Position) -> None:
+def _notify(
+    conn: psycopg.Connection,
+    event: Event,
+    kind: jobs.JobKind,
+    payment_id: str,
+    refund: Json,
+    position: Position,
+) -> None:
     outbox.enqueue(
         conn,
         kind,
@@ -238,7 +268,7 @@ def _notify(conn, event, kind, payment_id, refund, position: Position) -> None:
             "payment_amount_refunded": position.amount_refunded,
             "payment_fully_refunded": position.fully_refunded,
         },
-        idempotency_key=f"{kind}:{refund['id']}",
+        idempotency_key=f"{kind.name}:{refund['id']}",
     )
 
 

@@ -12,11 +12,14 @@ alerted on here, and its effects still apply to the one row.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import structlog
 from prometheus_client import Counter
 
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 from webhooks.core.scope import record
 
 log = structlog.get_logger(__name__)
@@ -28,6 +31,7 @@ SCOPE_CONFLICTS = Counter(
     ["object_type"],
     registry=None,
 )
+PARTS = Parts(metrics=(SCOPE_CONFLICTS,))
 
 
 def check(
@@ -64,7 +68,7 @@ def alert(event: Event, object_type: str, object_id: str, stored_account: str) -
 
 def stored(
     conn: psycopg.Connection, event: Event, object_type: str, object_id: str, query: str
-) -> tuple | None:
+) -> tuple[Any, ...] | None:
     """The object's stored row from `query` (its account second), its scope checked.
 
     The row is read after the payment's row lock, so it cannot change under us.

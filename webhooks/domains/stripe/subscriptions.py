@@ -17,13 +17,27 @@ from typing import Literal
 
 import psycopg
 
-from webhooks.core import outbox
-from webhooks.core.events import Event, InvalidEvent, id_of, require_created, require_id, timestamp
-from webhooks.core.outcomes import ALREADY_REVOKED, REVOKED, SUBSCRIPTION_UPDATED, SUPERSEDED, TRIAL_ENDING
+from webhooks.core import jobs, outbox
+from webhooks.core.events import Event, InvalidEvent, Json, id_of, require_created, require_id, timestamp
+from webhooks.core.outcomes import SUPERSEDED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import access
 from .declared import Count, Expandable, Flag, Id, StripeObject, Timestamp, Word
+from .lookups import Lookup
+
+# The mirror took the event's snapshot; a trial's end was announced
+# (customer.subscription.trial_will_end); access ended with the subscription.
+SUBSCRIPTION_UPDATED = "subscription_updated"
+TRIAL_ENDING = "trial_ending"
+REVOKED = "revoked"
+ALREADY_REVOKED = "already_revoked"
+TRIAL_ENDING_JOB = jobs.documented("subscription.trial_ending")
+PARTS = Parts(
+    outcomes=(SUBSCRIPTION_UPDATED, TRIAL_ENDING, REVOKED, ALREADY_REVOKED), jobs=(TRIAL_ENDING_JOB,)
+)
+LOOKUPS = (Lookup("subscription", "/v1/subscriptions/"),)
 
 
 class _Item(StripeObject):
@@ -65,8 +79,6 @@ class Subscription(StripeObject):
     cancellation_details: _Cancellation | None = None
 
 
-TRIAL_ENDING_JOB = "subscription.trial_ending"
-
 # Ties (same second) go to the later stage of the lifecycle.
 _STATUS_RANK = {
     "incomplete": 0,
@@ -97,7 +109,7 @@ RETURNING 1
 """
 
 
-def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
+def _periods(subscription: Json) -> tuple[datetime | None, datetime | None]:
     """The current period: on the subscription before 2025-03-31 (basil), on its items after.
 
     With items on different intervals the latest start is the renewal that
@@ -111,12 +123,12 @@ def _periods(subscription: dict) -> tuple[datetime | None, datetime | None]:
     return (timestamp(max(starts)) if starts else None, timestamp(max(ends)) if ends else None)
 
 
-def _days(value) -> int | None:
+def _days(value: object) -> int | None:
     """A send_invoice subscription's days until an invoice is due (null otherwise)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10_000 else None
 
 
-def _snapshot(event: Event, final: bool) -> dict:
+def _snapshot(event: Event, final: bool) -> Json:
     subscription = event.object
     status = subscription.get("status")
     if status not in _STATUS_RANK:
@@ -185,6 +197,6 @@ def trial_will_end(conn: psycopg.Connection, event: Event) -> str:
             "trial_end": subscription.get("trial_end"),
             "event_id": event.id,
         },
-        idempotency_key=f"{TRIAL_ENDING_JOB}:{subscription['id']}:{event.id}",
+        idempotency_key=f"{TRIAL_ENDING_JOB.name}:{subscription['id']}:{event.id}",
     )
     return TRIAL_ENDING

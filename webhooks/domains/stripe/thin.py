@@ -4,7 +4,7 @@ A thin event (`object: v2.core.event`) names its object without carrying it;
 Stripe's docs say to fetch the related object (or the versioned event) while
 processing it. That call must not run inside the claim's transaction, so the
 claim only records the intent here, as a `stripe.fetch` outbox job that
-commits with the claim; the worker fetches and applies the object through
+commits with the claim; the worker fetches and applies the object (fetch.py) through
 the same handlers as a snapshot event, under an event id derived from the
 thin event's, whose ledger claim makes the fetch once-only however often
 the job runs.
@@ -20,33 +20,23 @@ with the pinned version, it has the shape they expect.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 import psycopg
 
-from webhooks.core import outbox
-from webhooks.core.events import Event, require_created, require_id
+from webhooks.core.events import Event, require_id
 from webhooks.core.outcomes import IGNORED, NOTIFIED
+from webhooks.core.parts import Parts
 from webhooks.core.registry import Handler, Registry
 from webhooks.providers.stripe import NAME, UnsupportedApiVersion, thin
 
-FETCH = "stripe.fetch"
+from . import fetch
+from .objects import PATHS
+
 # The event is recorded and its object will be fetched and applied by the worker.
 FETCH_QUEUED = "fetch_queued"
 RESYNC_QUEUED = "resync_queued"
-# The fetched object is applied as an event with this id: one claim per thin event.
-FETCHED_SUFFIX = ":fetched"
-
-# API v1 paths of the objects the handlers read (a thin event brings its own `url`).
-OBJECT_PATHS = {
-    "payment_intent": "/v1/payment_intents/",
-    "checkout.session": "/v1/checkout/sessions/",
-    "charge": "/v1/charges/",
-    "dispute": "/v1/disputes/",
-    "refund": "/v1/refunds/",
-    "invoice": "/v1/invoices/",
-    "subscription": "/v1/subscriptions/",
-}
+PARTS = Parts(outcomes=(NOTIFIED, FETCH_QUEUED, RESYNC_QUEUED))
 
 
 def snapshot_type(thin_type: str) -> str | None:
@@ -64,10 +54,10 @@ def unhandled(registry: Registry, event: Event) -> Handler | str:
     """
     if not thin(event):
         return IGNORED
-    applies_as = snapshot_type(event.type)
-    if applies_as is None or registry.handler(NAME, applies_as) is None or _url(event) is None:
+    applies_as, url = snapshot_type(event.type), _url(event)
+    if applies_as is None or registry.handler(NAME, applies_as) is None or url is None:
         return NOTIFIED
-    return fetch_later
+    return partial(fetch_later, applies_as=applies_as, url=url)
 
 
 def _url(event: Event) -> str | None:
@@ -76,11 +66,11 @@ def _url(event: Event) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def fetch_later(conn: psycopg.Connection, event: Event) -> str:
-    """Queue the fetch of a thin event's object, to apply as its snapshot twin."""
+def fetch_later(conn: psycopg.Connection, event: Event, applies_as: str, url: str) -> str:
+    """Queue the fetch of a thin event's object (at `url`), to apply as its snapshot twin."""
     # The context is the Connect account: it is sent as Stripe-Context, as the
     # stripe library's own fetch_related_object does.
-    enqueue_fetch(conn, event, snapshot_type(event.type), _url(event), via="context")
+    fetch.enqueue(conn, event, applies_as, url, via="context")
     return FETCH_QUEUED
 
 
@@ -105,45 +95,10 @@ def enqueue_resync(conn: psycopg.Connection, event: Event) -> bool:
     kind with no known path (nothing queued).
     """
     obj = event.object
-    path = OBJECT_PATHS.get(obj.get("object"))
+    kind = obj.get("object")
+    path = PATHS.get(kind) if isinstance(kind, str) else None
     if path is None:
         return False
     url = path + require_id(obj.get("id"), "object id")
-    enqueue_fetch(conn, event, event.type, url, via="account")
+    fetch.enqueue(conn, event, event.type, url, via="account")
     return True
-
-
-def enqueue_fetch(conn: psycopg.Connection, event: Event, applies_as: str, url: str, via: str) -> None:
-    outbox.enqueue(
-        conn,
-        FETCH,
-        fetch_payload(event, applies_as, url, via),
-        idempotency_key=f"{FETCH}:{event.id}",
-    )
-
-
-def fetch_payload(event: Event, applies_as: str, url: str, via: str) -> dict[str, Any]:
-    return {
-        "event_id": event.id,
-        "event_type": applies_as,
-        "url": url,
-        "account": event.account,
-        "via": via,
-        "livemode": event.livemode,
-        "created": int(require_created(event).timestamp()),
-    }
-
-
-def fetched_event(job: dict[str, Any], obj: dict[str, Any], api_version: str) -> dict[str, Any]:
-    """The snapshot event the handlers apply: the job's event carrying the fetched object."""
-    envelope = {"account": job["account"]} if job["account"] else {}
-    return {
-        "id": job["event_id"] + FETCHED_SUFFIX,
-        "object": "event",
-        "api_version": api_version,
-        "created": job["created"],
-        "livemode": job["livemode"],
-        "type": job["event_type"],
-        "data": {"object": obj},
-        **envelope,
-    }

@@ -29,6 +29,7 @@ import structlog
 from prometheus_client import Counter
 
 from webhooks.core.events import Event
+from webhooks.core.parts import Parts
 from webhooks.core.registry import Handler, Registry
 from webhooks.providers.stripe import NAME, UnsupportedApiVersion, thin
 
@@ -45,6 +46,7 @@ NEWER_VERSIONS = Counter(
     ["api_version"],
     registry=None,
 )
+PARTS = Parts(metrics=(NEWER_VERSIONS,))
 # Stripe's version names: a date, and the release's name since 2024-09-30 (acacia).
 _VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(\.[a-z]{1,32})?")
 # The newer versions already warned of in this process.
