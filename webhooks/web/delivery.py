@@ -154,7 +154,7 @@ class Webhooks:
         refusal = self._schema.refusal()
         if refusal:
             return refused(503, refusal, event=event)
-        accepted = self._service.deliver(provider.name, event, settled)
+        accepted = self._service.accept(provider.name, event, settled)
         answer_headers = {"X-Outcome": accepted.outcome}
         if accepted.replayed:
             answer_headers["Idempotent-Replayed"] = "true"
