@@ -86,7 +86,7 @@ def record(conninfo: str) -> list[list[str]]:
         service.pool.get().wait()
         for evt in events:
             with captured() as calls:
-                answer = service.deliver(NAME, parse(samples.encode(evt).decode()))
+                answer = service.accept(NAME, parse(samples.encode(evt).decode()))
             assert answer.status == 200, answer
             with service.pool.get().connection() as conn:
                 recorded.append([_statement(conn, *call) for call in calls if str(call[1]).strip()])

@@ -120,17 +120,17 @@ def fraud_warning(
 
 
 def async_payment(succeeds: bool, created: int) -> list[tuple[str, dict]]:
-    """A SEPA Checkout payment: the session completes unpaid, settles days later."""
+    """A SEPA Checkout payment: the session completes unpaid, is paid (or fails) days later."""
     session = fixture("checkout.session.completed")["data"]["object"]
     session.update(id=samples.stripe_id("cs_test", 58), payment_intent=samples.stripe_id("pi"))
     unpaid = samples.event("checkout.session.completed", {**session, "payment_status": "unpaid"}, created)
-    settled_type = "succeeded" if succeeds else "failed"
-    settled = samples.event(
-        f"checkout.session.async_payment_{settled_type}",
+    result_type = "succeeded" if succeeds else "failed"
+    result = samples.event(
+        f"checkout.session.async_payment_{result_type}",
         {**session, "payment_status": "paid" if succeeds else "unpaid"},
         created + 4 * DAY,
     )
-    return [("checkout_unpaid", unpaid), (f"async_{settled_type}", settled)]
+    return [("checkout_unpaid", unpaid), (f"async_{result_type}", result)]
 
 
 def subscription(start: int) -> list[tuple[str, dict]]:

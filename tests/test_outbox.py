@@ -68,7 +68,7 @@ def go_idle(database_url, downstream: Downstream) -> None:
     """Return once the worker is idle in its loop, so only its poll finds the next job.
 
     A first job delivered and cleared proves the loop runs; pgqueuer then
-    re-checks for work a few times before it settles into its wait.
+    re-checks for work a few times before it waits.
     """
     enqueue_jobs(database_url, 1)
     wait_until(lambda: downstream.received, 30, "a first delivery")
@@ -205,7 +205,7 @@ def test_a_fulfilment_commit_sends_no_notification(database_url, db):
         with service.pool.get().connection() as conn:
             fulfilling = conn.info.backend_pid  # the pool's one connection: the claim's
         intent = samples.payment_events()[1]
-        assert service.deliver(NAME, parse(samples.encode(intent).decode())).outcome == "fulfilled"
+        assert service.accept(NAME, parse(samples.encode(intent).decode())).outcome == "fulfilled"
     finally:
         service.close()
     assert [job.kind for job in outbox.pending(db)] == ["order.fulfilled"]

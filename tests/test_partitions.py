@@ -207,7 +207,7 @@ def _ok(url: str, evt: dict) -> requests.Response | None:
     ],
     ids=["after-commit", "mid-transaction"],
 )
-def test_a_delivery_whose_database_falls_silent_answers_503_and_its_retry_settles_it_once(
+def test_a_delivery_whose_database_falls_silent_answers_503_and_its_retry_fulfils_it_once(
     site, figures, running, directions, script, replayed
 ):
     host = site.hosts[0]

@@ -1,7 +1,7 @@
 """Every event type the service handles, with the exact sample bodies (re-signed).
 
 tests/stripe_events/README.md says how their ids relate: one card payment (A)
-that is later refunded, two SEPA payments (B settles, C fails), a declined
+that is later refunded, two SEPA payments (B paid, C failed), a declined
 card (D), a disputed payment (E), a subscription whose renewal fails and
 which is then deleted, a Connect account update and a thin event.
 """

@@ -52,7 +52,7 @@ def test_a_paid_session_whose_metadata_postgres_cannot_store_still_ships_once(cl
 
 
 @pytest.mark.parametrize("value", UNSTORABLE)
-def test_an_unpaid_session_and_a_marked_intent_with_unstorable_metadata_settle_and_ship(client, db, value):
+def test_an_unpaid_session_paid_later_and_a_marked_intent_with_unstorable_metadata_ship(client, db, value):
     sent, kept = UNSTORABLE[value]
     story = dict(async_payment(True, NOW))
     for evt in (story["checkout_unpaid"], story["async_succeeded"]):

@@ -1,6 +1,6 @@
 """The composition root: everything a process of the service needs, built from its Settings.
 
-The web app (`create_app`), every command that delivers events and the
+The web app (`create_app`), every command that accepts events and the
 outbox worker assemble themselves here and nowhere else, so an event is
 judged the same whichever process takes it: the same providers, the same
 handlers (every domain's, then those of WEBHOOK_HANDLER_MODULES), the same
@@ -69,17 +69,24 @@ class Service:
     registry: Registry
     pool: LazyPool
 
-    def accept(self, provider: str, event: Event) -> ingest.Answer:
-        """A parsed event through its provider's admission and the claim, as a delivery takes it."""
+    def accept(self, provider: str, event: Event, settled: str | None = None) -> ingest.Answer:
+        """An admitted event taken into the ledger, and its answer (core/ingest.py).
+
+        `settled` is the outcome word its admission settled it with, if any:
+        its claim is completed with that word and no handler runs.
+        """
+        return ingest.accept(self.pool.get(), self.registry, provider, event, settled)
+
+    def admit_and_accept(self, provider: str, event: Event) -> ingest.Answer:
+        """An event that came some other way than a delivery (reprocess, backfill), admitted as a delivery is.
+
+        Its provider's refusal is its answer (400, nothing written).
+        """
         try:
             settled = self.providers[provider].admit(event, self.settings)
         except InvalidEvent as exc:
             return ingest.invalid_event(exc)
-        return self.deliver(provider, event, settled)
-
-    def deliver(self, provider: str, event: Event, settled: str | None = None) -> ingest.Answer:
-        """An event already admitted (`settled`: the outcome its admission gave it) through the claim."""
-        return ingest.accept(self.pool.get(), self.registry, provider, event, settled)
+        return self.accept(provider, event, settled)
 
     def publish_settings(self) -> None:
         """Write the domain settings that live in the database (the subscription grace) where SQL reads them.

@@ -2,10 +2,11 @@
 
 Lists `GET /v1/events` (newest first, so paging with `starting_after` walks
 back in time) for the platform and, with Stripe-Account, each configured
-connected account, then feeds them oldest first through `ingest.accept`,
-the claim a delivery takes: an event already in the ledger is a replay and
-changes nothing, so a rerun, or a backfill racing Stripe's own retries, is
-safe. Stripe keeps events for 30 days; a window reaching further is refused.
+connected account, then admits and accepts them oldest first as a delivery
+is (`Service.admit_and_accept`): an event already in the ledger is a
+replay and changes nothing, so a rerun, or a backfill racing Stripe's own
+retries, is safe. Stripe keeps events for 30 days; a window reaching
+further is refused.
 """
 
 from __future__ import annotations
@@ -60,13 +61,13 @@ def fetch_events(
 
 
 def apply(service: bootstrap.Service, evt: dict) -> tuple[str, ingest.Answer | None]:
-    """One event through the claim: 'new', 'already had' or 'failed'."""
+    """One event admitted and accepted: 'new', 'already had' or 'failed'."""
     try:
         event = parse(json.dumps(evt))
     except InvalidEvent:
         return "failed", None
     for _ in range(IN_PROGRESS_TRIES):
-        answer = service.accept(NAME, event)
+        answer = service.admit_and_accept(NAME, event)
         if answer is not ingest.IN_PROGRESS:
             break
         time.sleep(IN_PROGRESS_WAIT_S)

@@ -95,7 +95,7 @@ def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry
 
 
 def _reprocess(args: argparse.Namespace) -> int:
-    """Run the stored body through the claim, the same path as a delivery.
+    """Admit and accept the stored body again, as a delivery of it is.
 
     No signature check: the body was verified when it was first received, and
     only someone with the database can run this.
@@ -116,7 +116,7 @@ def _reprocess(args: argparse.Namespace) -> int:
         print(f"stored payload of {args.event_id} is not an event: {exc}")
         return 1
     try:
-        answer = service.accept(args.provider, event)
+        answer = service.admit_and_accept(args.provider, event)
     finally:
         service.close()
     replayed = " (already completed: stored answer)" if answer.replayed else ""

@@ -1,13 +1,13 @@
-"""The transaction boundary: one delivery, one connection, one transaction.
+"""The transaction boundary: an admitted event accepted, one connection, one transaction.
 
 Claim, fulfilment and completion commit together or not at all, so a 200 is
 only ever sent for committed effects and a failure leaves no claim behind for
-the provider's retry to trip over. A delivery takes one of three shapes,
-which the registry's plan names:
+the provider's retry to trip over. An accepted event takes one of three
+shapes, which the registry's plan names:
 
-- settled: no handler runs, so the claim is inserted already completed, one
-  statement (an event nobody handles, a connected account's event of the
-  other Stripe mode);
+- settled: no handler runs, so the claim is inserted already completed with
+  an outcome word, one statement (an event nobody handles, a connected
+  account's event of the other Stripe mode);
 - one statement: a handler whose whole effect, claim and completion
   included, is a SQL function, called in one statement (a payment's success);
 - a transaction: BEGIN, the claim, the handler, the completion, COMMIT.
@@ -36,7 +36,7 @@ from .registry import Handler, InOneStatement, InTransaction, OneStatement, Plan
 log = structlog.get_logger(__name__)
 
 # A claim can vanish between our INSERT and SELECT (rolled back or pruned);
-# looking again settles it, and after this many looks the provider's retry will.
+# looking again answers it, and after this many looks the provider's retry will.
 _ATTEMPTS = 3
 
 
@@ -56,19 +56,19 @@ IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress"
 
 
 def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled: str | None = None) -> Answer:
-    """An admitted event's answer: the path every delivery, backfill, reprocess and fetch takes.
+    """Accept an admitted event: its claim, its plan, its answer (every delivery, backfill, reprocess, fetch).
 
-    `settled` is the outcome its provider's admission gave it, if any: the
-    event is claimed with it and no handler runs.
+    `settled` is the outcome word its provider's admission settled it with,
+    if any: the event is claimed completed with it and no handler runs.
     """
     try:
         try:
             plan = Settled(settled) if settled is not None else registry.plan(provider, event)
-            return _settle(pool, provider, event, plan)
+            return _answer(pool, provider, event, plan)
         except InvalidFields as exc:
             # Refused for good, whatever a handler had begun rolled back.
             rejected = Rejected(exc, registry.handler_name(provider, event.type))
-            return _settle(pool, provider, event, rejected)
+            return _answer(pool, provider, event, rejected)
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
@@ -100,11 +100,12 @@ class Rejected:
     handler: str | None
 
 
-def _settle(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
+def _answer(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
+    """The plan's answer, looking again while a claim that beat ours has none to replay."""
     conflict = None
     for _ in range(_ATTEMPTS):
         try:
-            answer = _deliver(pool, provider, event, plan)
+            answer = _attempt(pool, provider, event, plan)
         except errors.UniqueViolation as exc:
             # A duplicate committed a write our handler made without
             # ON CONFLICT; a fresh attempt sees it and answers from it.
@@ -120,7 +121,7 @@ def _settle(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> A
     return IN_PROGRESS
 
 
-def _deliver(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
+def _attempt(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
     """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
     match plan:
         case Settled(outcome):
@@ -172,7 +173,7 @@ def _in_one_statement(pool: Pool, provider: str, event: Event, whole: OneStateme
     most deliveries are (a payment's success).
     """
     with db.connection(pool) as conn:
-        claim, outcome = whole.deliver(conn, provider, event)
+        claim, outcome = whole.accept(conn, provider, event)
     if claim.ledger_id is None or outcome is None:
         return _replayed(claim)
     stored = _stored(event, outcome)

@@ -1,4 +1,4 @@
-"""Which function runs for which event, and the shape of its delivery.
+"""Which function runs for which event, and the shape in which it is accepted.
 
 A handler takes the claim's connection and the parsed event, runs inside the
 claim's transaction, and returns the outcome word stored in the ledger.
@@ -38,7 +38,7 @@ from .jobs import JobKind
 from .outcomes import CORE, IGNORED
 from .parts import Parts, Periodic
 
-if TYPE_CHECKING:  # what a one-statement delivery returns
+if TYPE_CHECKING:  # what accepting in one statement returns
     from .ledger import Claim
 
 Handler = Callable[[psycopg.Connection, Event], str]
@@ -47,11 +47,11 @@ Handler = Callable[[psycopg.Connection, Event], str]
 class OneStatement(Protocol):
     """A handler's effect that also runs the claim and completion, in one statement."""
 
-    def deliver(self, conn: psycopg.Connection, provider: str, event: Event) -> tuple[Claim, str | None]:
+    def accept(self, conn: psycopg.Connection, provider: str, event: Event) -> tuple[Claim, str | None]:
         """The claim, and the outcome committed with it (None when the event id was taken)."""
 
 
-# For some handlers, the one statement an event's whole delivery can be
+# For some handlers, the one statement that can accept an event whole
 # (None for an event that needs the handler itself). Only the handler
 # added with it has it: a shop's replacement handler runs as any other.
 OneStatementPlan = Callable[[Event], "OneStatement | None"]
@@ -65,7 +65,7 @@ Guard = Callable[[Event], "Handler | None"]
 _MARKS = "__webhooks_handles__"
 
 
-# How one event is delivered: one of the three shapes `core.ingest` knows.
+# How an admitted event is accepted: one of the three shapes `core.ingest` knows.
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class Registry:
         return None if handler is None else name_of(handler)
 
     def plan(self, provider: str, event: Event) -> Plan:
-        """How `event` is delivered; raises InvalidEvent or Unprocessable to refuse it."""
+        """How `event` is accepted; raises InvalidEvent or Unprocessable to refuse it."""
         handler = self._handlers.get((provider, event.type))
         if handler is None:
             rule = self._unhandled.get(provider)

@@ -40,9 +40,10 @@ class Provider:
     parse: Callable[[str, Headers], Event]
     # (body, secret, outgoing) -> the headers that sign and describe the delivery.
     sign: Callable[[bytes, str, Outgoing], dict[str, str]]
-    # What this service does with a verified event, decided once before the
-    # claim: InvalidEvent refuses it, an outcome word settles it (claimed, no
-    # handler run), None delivers it.
+    # Its admission: what this service does with a verified event, decided
+    # once before any database work. InvalidEvent refuses it, an outcome
+    # word settles it (accepted, claimed completed with that word, no handler
+    # run), None lets the registry's plan for its type decide.
     admit: Callable[[Event, Settings], str | None] = admits_all
     # The status a delivery whose signature fails is refused with.
     invalid_signature_status: int = 400

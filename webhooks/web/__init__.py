@@ -1,1 +1,5 @@
 """The web edge: the Flask app gunicorn serves, its webhook route, the front's config, metrics, /admin."""
+
+# Each provider's deliveries are POSTed to this and its name (/webhooks/stripe):
+# the route (delivery.py) and the front's locations (front.py) alike.
+WEBHOOK_PREFIX = "/webhooks/"

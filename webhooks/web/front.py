@@ -31,7 +31,7 @@ from pathlib import Path
 from webhooks.infra import privilege
 from webhooks.infra.config import SettingError, Settings, network
 
-from .route import WEBHOOK_PREFIX
+from . import WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
 SOCKET = "gunicorn.sock"

@@ -231,14 +231,7 @@ class ByListener:
         return name if sock.family == socket.AF_UNIX else name[1]
 
 
-def install(
-    app: Flask, pool, metrics_port: int, front_dir: str | None, domains: Iterable[Collector] = ()
-) -> Metrics:
-    """/metrics for `app` on the scraper's listener, with the domains' metrics (Registry.metrics).
-
-    Webhook deliveries are reported to the returned Metrics.
-    """
-    metrics = Metrics(pool, front_dir, domains)
+def install(app: Flask, metrics: Metrics, metrics_port: int, front_dir: str | None) -> None:
+    """`metrics` (what webhook deliveries are reported to) as /metrics, on the scraper's listener."""
     app.extensions["webhooks.metrics"] = metrics
-    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port, front_dir)
-    return metrics
+    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port, front_dir)  # type: ignore[method-assign]

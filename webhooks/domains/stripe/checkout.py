@@ -130,7 +130,7 @@ def _decided(conn: psycopg.Connection, event: Event, orders: Orders) -> str | No
 
 
 def checkout_completed(conn: psycopg.Connection, event: Event, orders: Orders) -> str:
-    # Unpaid: a delayed method (SEPA, ACH) settles days later, in async_payment_succeeded.
+    # Unpaid: a delayed method (SEPA, ACH) is paid days later, in async_payment_succeeded.
     return _decided(conn, event, orders) or _not_paid(conn, event, "awaiting_payment", AWAITING_PAYMENT)
 
 

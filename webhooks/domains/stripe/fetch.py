@@ -54,8 +54,8 @@ def run(service: jobs.Service, payload: bytes) -> jobs.Answered:
         require_api_version(event, settings.stripe_api_versions)
     except (stripe_api.ApiNotConfigured, stripe_api.ApiFailed, InvalidEvent, UnsupportedApiVersion) as exc:
         raise FetchFailed(f"{job['event_id']}: {exc}") from exc
-    # Admitted when its thin event (or the event it re-syncs) was claimed.
-    answer = service.deliver(NAME, event)
+    # Not admitted again: its thin event (or the event it re-syncs) was, when it was accepted.
+    answer = service.accept(NAME, event)
     # A fetched object refused for good (its stored 422) is as final as a 200:
     # fetching it again brings the same object.
     if answer.status not in (200, InvalidFields.status):

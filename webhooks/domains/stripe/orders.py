@@ -69,9 +69,9 @@ FROM webhooks_payment_succeeded(
     p_event_id => %(event_id)s, p_event_type => %(event_type)s, p_account => %(account)s,
     p_at => %(at)s, {_SUCCESS_ARGUMENTS})
 """
-# The whole delivery: the ledger's claim (its arguments are ledger.claim_arguments),
-# the decision, the completion.
-_DELIVER = f"""
+# A success event accepted whole: the ledger's claim (its arguments are
+# ledger.claim_arguments), the decision, the completion.
+_ACCEPT = f"""
 SELECT (delivery.claim).*, delivery.outcome, delivery.conflicting_account
 FROM webhooks_deliver_payment_succeeded(
     p_provider => %(provider)s, p_event_id => %(event_id)s, p_event_type => %(event_type)s,
@@ -162,7 +162,7 @@ class Orders:
         return _succeeded(conn, event, paid, self.marker_key)
 
     def one_statement(self, success: Callable[[Event], Success | None], event: Event) -> OneStatement | None:
-        """The whole delivery of `event` as one statement, for the success it states (None: none)."""
+        """`event` accepted whole in one statement, for the success it states (None: none)."""
         paid = success(event)
         return None if paid is None else OneStatement(paid, self.marker_key)
 
@@ -174,13 +174,13 @@ class OneStatement:
     paid: Success
     marker_key: str
 
-    def deliver(
+    def accept(
         self, conn: psycopg.Connection, provider: str, event: Event
     ) -> tuple[ledger.Claim, str | None]:
         """The claim, and the outcome (None when the event id was taken: the claim then
         holds the answer to replay, read in the same statement)."""
         claim, (outcome, conflicting) = ledger.claim_in_one_statement(
-            conn, _DELIVER, provider, event, self.paid.params(self.marker_key)
+            conn, _ACCEPT, provider, event, self.paid.params(self.marker_key)
         )
         if claim.ledger_id is None:
             return claim, None

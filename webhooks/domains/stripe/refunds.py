@@ -242,7 +242,7 @@ def _record(conn: psycopg.Connection, event: Event, payment_id: str, refund: Jso
     return PAYMENT_REFUNDED if stored is None else None
 
 
-def _settle(conn: psycopg.Connection, payment_id: str) -> Position:
+def _recompute(conn: psycopg.Connection, payment_id: str) -> Position:
     return Position(*one(conn.execute(_RECOMPUTE, {"payment_id": payment_id})))
 
 
@@ -284,7 +284,7 @@ def refund_changed(conn: psycopg.Connection, event: Event) -> str:
     payment_id = payment_id_of(refund.get("payment_intent"), refund.get("charge"))
     note(conn, event, payment_id)
     kind = _record(conn, event, payment_id, refund)
-    position = _settle(conn, payment_id)
+    position = _recompute(conn, payment_id)
     if kind is None:
         return SUPERSEDED
     if refund["id"] == position.release:
@@ -316,7 +316,7 @@ def charge_refunded(conn: psycopg.Connection, event: Event) -> str:
         for refund in (listed.get("data") if isinstance(listed, dict) else None) or []
         if (kind := _record(conn, event, payment_id, {"charge": charge.get("id"), **refund}))
     ]
-    position = _settle(conn, payment_id)
+    position = _recompute(conn, payment_id)
     for kind, refund in changes:
         if refund["id"] != position.release:
             _notify(conn, event, kind, payment_id, refund, position)
