@@ -99,6 +99,15 @@ def private_server():
 
 
 @pytest.fixture
+def data_dir():
+    """WEBHOOK_DATA_DIR relative to the project root, as a user would set it; stopped and removed after."""
+    relative = f".data/test-{uuid.uuid4().hex[:8]}"
+    yield relative
+    embedded.stop(embedded.pgdata(relative))
+    subprocess.run(["rm", "-rf", str(ROOT / relative)], check=True)
+
+
+@pytest.fixture
 def db(database_url: str):
     """An autocommit connection for assertions, outside the service's pool."""
     with psycopg.connect(database_url, autocommit=True) as conn:
