@@ -1,4 +1,4 @@
-"""`GET /admin`: read-only, behind a token, and rendered by a real browser."""
+"""`GET /admin`: behind a token, sent hardened, and rendered by a real browser."""
 
 import os
 import re
@@ -88,7 +88,7 @@ def test_the_page_and_its_refusal_are_sent_hardened_through_the_front(front):
         assert policy == {
             "default-src": "'none'",
             "base-uri": "'none'",
-            "form-action": "'none'",
+            "form-action": "'self'",
             "frame-ancestors": "'none'",
         }
 
