@@ -315,6 +315,21 @@ def workers_tmp(tmp_path: Path):
 
 
 @pytest.fixture
+def chromium() -> str:
+    """Debian's chromium, or a visible skip (a failure under WEBHOOKS_REQUIRE_BROWSER: CI installs it)."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        message = (
+            "chromium not found: install Debian's chromium package (.ci/run does) "
+            "to check /admin in a browser"
+        )
+        if os.environ.get("WEBHOOKS_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return browser
+
+
+@pytest.fixture
 def front(database_url: str):
     """`python -m webhooks serve` (or `command`): nginx in front of gunicorn, on free ports."""
     require_front()

@@ -6,9 +6,6 @@ submit, or a style it refused, would show up here as a console message.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 import requests
 from playwright.sync_api import Page, sync_playwright
@@ -21,19 +18,10 @@ TOKEN = "admin-token-for-tests-0123456789"
 
 
 @pytest.fixture
-def browser_page():
-    """A page in Debian's chromium, or a visible skip; CI (.ci/run) installs it and requires it."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        message = (
-            "chromium not found: install Debian's chromium package (.ci/run does) "
-            "to click through /admin in a browser"
-        )
-        if os.environ.get("WEBHOOKS_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
+def browser_page(chromium):
+    """A page in Debian's chromium; console messages kept, for the policy's refusals."""
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page()
         page.console_messages = []
         page.on("console", lambda message: page.console_messages.append(message.text))

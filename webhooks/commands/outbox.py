@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict
+
+import psycopg
 
 from webhooks.core import outbox
 from webhooks.infra.config import Settings
@@ -57,33 +60,40 @@ def _ids(ids: list[int]) -> str:
     return f": {' '.join(map(str, ids))}" if ids else ""
 
 
-def _requeue(args: argparse.Namespace) -> int:
-    which = _dead_letters(args)
-    with connect(Settings.from_env()) as conn:
-        if args.dry_run:
-            ids = [job.id for job in outbox.pending(conn, None, which)]
-            print(f"would requeue {len(ids)} dead letter(s){_ids(ids)}")
-            return 0
-        ids = outbox.requeue(conn, which)
-        # A dead letter whose key is pending again (enqueued anew since) stays dead.
-        left = [job.id for job in outbox.pending(conn, None, which)]
-    held = f"; {len(left)} left dead, their keys pending again{_ids(left)}" if left else ""
-    print(f"requeued {len(ids)} dead letter(s){_ids(ids)}{held}")
-    return 1 if left else 0
+def _requeue(conn: psycopg.Connection, which: outbox.Jobs) -> tuple[list[int], str]:
+    ids = outbox.requeue(conn, which)
+    # A dead letter whose key is pending again (enqueued anew since) stays dead.
+    left = [job.id for job in outbox.pending(conn, None, which)]
+    return ids, f"; {len(left)} left dead, their keys pending again{_ids(left)}" if left else ""
 
 
-def _purge(args: argparse.Namespace) -> int:
-    which = _dead_letters(args)
-    if not (args.yes or args.dry_run):
-        raise CommandError("purge deletes dead letters for good: pass --yes, or --dry-run to see which")
-    with connect(Settings.from_env()) as conn:
-        if args.dry_run:
-            ids = [job.id for job in outbox.pending(conn, None, which)]
-            print(f"would purge {len(ids)} dead letter(s){_ids(ids)}")
-            return 0
-        ids = outbox.purge(conn, which)
-    print(f"purged {len(ids)} dead letter(s){_ids(ids)}")
-    return 0
+def _purge(conn: psycopg.Connection, which: outbox.Jobs) -> tuple[list[int], str]:
+    return outbox.purge(conn, which), ""
+
+
+Action = Callable[[psycopg.Connection, outbox.Jobs], tuple[list[int], str]]
+
+
+def _on_dead_letters(verb: str, done: str, act: Action, deletes: bool = False):
+    """A command that does `act` to the dead letters named, or says which it would (--dry-run).
+
+    One that `deletes` wants --yes. It exits 1 when `act` has a note (something left undone).
+    """
+
+    def command(args: argparse.Namespace) -> int:
+        which = _dead_letters(args)
+        if deletes and not (args.yes or args.dry_run):
+            raise CommandError(f"{verb} deletes dead letters for good: pass --yes, or --dry-run to see which")
+        with connect(Settings.from_env()) as conn:
+            if args.dry_run:
+                ids = [job.id for job in outbox.pending(conn, None, which)]
+                print(f"would {verb} {len(ids)} dead letter(s){_ids(ids)}")
+                return 0
+            ids, note = act(conn, which)
+        print(f"{done} {len(ids)} dead letter(s){_ids(ids)}{note}")
+        return 1 if note else 0
+
+    return command
 
 
 def register(commands) -> None:
@@ -100,8 +110,16 @@ def register(commands) -> None:
     listing.set_defaults(func=_list)
 
     for name, func, help_text in (
-        ("requeue", _requeue, "move dead letters back to queued, for the worker to try again"),
-        ("purge", _purge, "delete dead letters for good"),
+        (
+            "requeue",
+            _on_dead_letters("requeue", "requeued", _requeue),
+            "move dead letters back to queued, to try again",
+        ),
+        (
+            "purge",
+            _on_dead_letters("purge", "purged", _purge, deletes=True),
+            "delete dead letters for good",
+        ),
     ):
         action = actions.add_parser(name, help=help_text)
         action.add_argument("ids", metavar="JOB_ID", type=int, nargs="*", help="these dead letters")

@@ -91,6 +91,10 @@ def _audit(action: str, **what: Any) -> None:
     log.info("admin_action", action=action, actor="admin_token", client=request.remote_addr, **what)
 
 
+class BadFilter(ValueError):
+    """A bulk reprocess's filter that means nothing (a 400)."""
+
+
 class _Filter:
     """A bulk reprocess's selection as the forms carry it: provider, type, since (a span or an ISO time)."""
 
@@ -98,15 +102,15 @@ class _Filter:
         self.provider = values.get("provider") or None
         self.type = values.get("type") or None
         since = values.get("since") or None
-        self.since = parse_instant(since) if since else None
+        try:
+            self.since = parse_instant(since) if since else None
+        except ValueError as exc:
+            raise BadFilter(f"since: {exc}") from None
 
     def fields(self) -> dict[str, str]:
         """The selection fixed as it was counted: since as a moment, not a span that moves on."""
         found = {"provider": self.provider, "type": self.type, "since": self.since and self.since.isoformat()}
         return {name: value for name, value in found.items() if value}
-
-    def selected(self, conn) -> list[history.EventSummary]:
-        return history.to_reprocess(conn, self.since, self.type, self.provider)
 
 
 def install(app: Flask, token: str | None, service: bootstrap.Service, enabled: list[str]) -> None:
@@ -162,22 +166,23 @@ def install(app: Flask, token: str | None, service: bootstrap.Service, enabled: 
         _audit("reprocess", event_ids=[event_id], provider=provider, completed=result.completed)
         return _render("done.html", 200 if result.completed else 409, action="reprocess", results=[result])
 
+    @page.errorhandler(BadFilter)
+    def bad_filter(exc: BadFilter) -> Response:
+        return _text(str(exc), 400)
+
+    def _selection(values: Any) -> tuple[_Filter, list[history.EventSummary]]:
+        chosen = _Filter(values)
+        with db.connection(pool.get()) as conn:
+            return chosen, history.to_reprocess(conn, chosen.since, chosen.type, chosen.provider)
+
     @page.get("/admin/reprocess")
     def confirm() -> Response:
-        chosen = _filter(request.args)
-        if isinstance(chosen, Response):
-            return chosen
-        with db.connection(pool.get()) as conn:
-            selected = chosen.selected(conn)
+        chosen, selected = _selection(request.args)
         return _render("confirm.html", chosen=chosen, selected=selected)
 
     @page.post("/admin/reprocess")
     def reprocess_failed() -> Response:
-        chosen = _filter(request.form)
-        if isinstance(chosen, Response):
-            return chosen
-        with db.connection(pool.get()) as conn:
-            selected = chosen.selected(conn)
+        chosen, selected = _selection(request.form)
         if str(len(selected)) != request.form.get("count"):
             # Failures came or went since the count was shown: show the new one.
             return _render("confirm.html", 409, chosen=chosen, selected=selected, changed=True)
@@ -203,10 +208,3 @@ def install(app: Flask, token: str | None, service: bootstrap.Service, enabled: 
         return _render("done.html", action="requeue", requeued=requeued)
 
     app.register_blueprint(page)
-
-
-def _filter(values: Any) -> _Filter | Response:
-    try:
-        return _Filter(values)
-    except ValueError as exc:
-        return _text(f"since: {exc}", 400)
