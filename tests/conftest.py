@@ -20,7 +20,7 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests import reliability, senders
+from tests.support import reliability, senders
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
@@ -127,7 +127,7 @@ def service_env(database_url: str, **extra) -> dict[str, str]:
         "DATABASE_URL": database_url,
         "STRIPE_WEBHOOK_SECRET": f"{SECRET},{OTHER_SECRET}",
         **{sender.setting: f"{sender.secret},{sender.other_secret}" for sender in senders.SENDERS},
-        "WEBHOOK_HANDLER_MODULES": "tests.handlers",
+        "WEBHOOK_HANDLER_MODULES": "tests.support.handlers",
         **{k: str(v) for k, v in extra.items()},
     }
 

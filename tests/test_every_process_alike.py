@@ -14,10 +14,11 @@ import sys
 import pytest
 import requests
 
-from tests import conftest, shopify
-from tests.downstream import Downstream, Worker, wait_until
-from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
-from tests.test_thin_fetch import WORKER_ENV, thin_event
+from tests import conftest
+from tests.domains.stripe.test_thin_fetch import WORKER_ENV, thin_event
+from tests.support import shopify
+from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.traffic import samples
 
 MARKER = {"WEBHOOK_ORDER_MARKER_KEY": "shop_order"}
@@ -136,7 +137,7 @@ def test_reprocess_runs_shopifys_handlers_on_a_failed_shopify_event(database_url
 
 def test_a_shop_module_can_wrap_a_built_in_handler_and_keep_its_effect(make_app, db):
     db.execute("CREATE TABLE receipts (session_id text PRIMARY KEY)")
-    app = make_app(WEBHOOK_HANDLER_MODULES="tests.handlers,tests.wrapping_handlers")
+    app = make_app(WEBHOOK_HANDLER_MODULES="tests.support.handlers,tests.support.wrapping_handlers")
     session = samples.payment_events()[0]
     response = conftest.post_event(app.test_client(), session)
     assert response.get_json()["outcome"] == "fulfilled"

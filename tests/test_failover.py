@@ -1,6 +1,6 @@
 """A database failover under a duplicate storm: the primary killed, its replica promoted.
 
-Real servers (tests/pg_servers.py): a primary and a streaming replica, and
+Real servers (tests/support/pg_servers.py): a primary and a streaming replica, and
 real gunicorn connected to both through one multi-host URL with
 target_session_attrs=read-write, so that it finds the promoted replica by
 itself. loadtest's sender delivers every event K times over many
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from tests import pg_servers
 from tests.conftest import ROOT, SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Worker, delivered, wait_until
-from tests.pg_servers import Cluster, Server, multi_host_url
-from tests.reliability import sized
-from tests.stripe_api import StripeApi, api_env
+from tests.support import pg_servers
+from tests.support.downstream import Downstream, Worker, delivered, wait_until
+from tests.support.pg_servers import Cluster, Server, multi_host_url
+from tests.support.reliability import sized
+from tests.support.stripe_api import StripeApi, api_env
 from webhooks.infra import migrate
 from webhooks.infra.config import CONNECT_TIMEOUT_S, Settings
 from webhooks.traffic import checker, samples, sender

@@ -1,6 +1,6 @@
 """Faults survived through real gunicorn and real PostgreSQL: nothing lost, nothing fulfilled twice.
 
-Load is driven like Stripe drives it (tests/provider.py): every non-2xx is
+Load is driven like Stripe drives it (tests/support/provider.py): every non-2xx is
 retried until it succeeds, and the database is then checked: every event
 completed, every payment fulfilled exactly once. Backends are only ever
 terminated by this test's own application_name; restarts happen on a private
@@ -32,7 +32,7 @@ from tests.conftest import (
     signed_headers,
     terminate_backends,
 )
-from tests.provider import (
+from tests.support.provider import (
     Load,
     Provider,
     assert_exactly_once,
@@ -41,7 +41,7 @@ from tests.provider import (
     paid_deliveries,
     status_counts,
 )
-from tests.reliability import sized
+from tests.support.reliability import sized
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
 from webhooks.traffic import samples

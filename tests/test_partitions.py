@@ -1,7 +1,7 @@
 """Network partitions between the service and PostgreSQL, and between the outbox worker and PostgreSQL.
 
-The service and the worker each run on a host of their own (tests/hosts.py,
-tests/netns.py). During a duplicate storm their links to the database are
+The service and the worker each run on a host of their own (tests/support/hosts.py,
+tests/support/netns.py). During a duplicate storm their links to the database are
 cut at random moments, and once exactly while deliveries' statements are in
 flight with only the database's answers dropped: the COMMIT (or the
 payment's one statement, its own transaction) reaches the server and
@@ -30,11 +30,11 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict
 
-from tests import hosts, netns
 from tests.conftest import scripted_event, signed_headers
-from tests.downstream import wait_until
-from tests.hosts import Storm
-from tests.reliability import sized
+from tests.support import hosts, netns
+from tests.support.downstream import wait_until
+from tests.support.hosts import Storm
+from tests.support.reliability import sized
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
 from webhooks.traffic import checker, samples, sender

@@ -1,4 +1,4 @@
-"""tests/pg_servers.py starts what the failover and partition tests rely on."""
+"""tests/support/pg_servers.py starts what the failover and partition tests rely on."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 import psycopg
 import pytest
 
-from tests import pg_servers
-from tests.downstream import wait_until
-from tests.pg_servers import Cluster, multi_host_url
+from tests.support import pg_servers
+from tests.support.downstream import wait_until
+from tests.support.pg_servers import Cluster, multi_host_url
 
 
 @pytest.fixture
