@@ -7,17 +7,16 @@ to load them; a subprocess starts from nothing, as a shell does.
 """
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 import requests
 
 from tests import conftest
 from tests.domains.stripe.test_thin_fetch import WORKER_ENV, thin_event
-from tests.support import shopify
+from tests.support import commands, shopify
 from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.rows import count_rows
 from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.traffic import samples
 
@@ -31,14 +30,7 @@ VALUES ('stripe', %s, %s, 'OperationalError', 'connection lost', %s)
 
 def command(database_url: str, *argv: str, **env) -> subprocess.CompletedProcess:
     """`python -m webhooks ARGV` as its own process, with the service's settings and `env`."""
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks", *argv],
-        cwd=conftest.ROOT,
-        env={**os.environ, **conftest.service_env(database_url, **env)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return commands.command(*argv, **conftest.service_env(database_url, **env))
 
 
 def marked_payment() -> dict:
@@ -54,7 +46,7 @@ def outcome(db, event_id: str) -> str | None:
 
 
 def fulfilled(db, payment_id: str) -> int:
-    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
+    return count_rows(db, "fulfilments", "payment_id = %s", [payment_id])
 
 
 def deliver_live(gunicorn, database_url, db, stand_in) -> dict:

@@ -42,6 +42,7 @@ from tests.support.provider import (
     status_counts,
 )
 from tests.support.reliability import sized
+from tests.support.rows import count_rows
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
 from webhooks.traffic import samples
@@ -119,7 +120,7 @@ def _kill_worker(db, server: Gunicorn, worker: int, backend: int, timeout: float
 
 
 def _fulfilments_of(db, payment_id: str) -> int:
-    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
+    return count_rows(db, "fulfilments", "payment_id = %s", [payment_id])
 
 
 def _failures_of(db, event_id: str) -> list[str]:

@@ -9,7 +9,12 @@ shipped payment's job delivered by one of the two workers (tests/support/hosts.p
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support import hosts
+
+# Hosts of their own (ip netns, as root) and a PostgreSQL server of their own.
+pytestmark = pytest.mark.system
 
 
 def test_a_storm_across_two_hosts_and_two_workers_takes_effect_once_and_ships_every_payment():

@@ -7,6 +7,7 @@ import pytest
 
 from bench import outbox, pgbench, profile, run
 from tests.conftest import ROOT
+from tests.support.rows import count_rows
 from webhooks.core import outbox as webhooks_outbox
 
 
@@ -25,7 +26,7 @@ def test_pgbench_script_repeats_the_services_transactions_for_new_payments(datab
     payments = outcomes["fulfilled"]
     assert payments > 1
     assert outcomes == {"fulfilled": payments, "already_fulfilled": payments, "ignored": payments}
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 3 * payments
+    assert count_rows(db, "webhook_events") == 3 * payments
     assert db.execute("SELECT count(*), count(DISTINCT payment_id) FROM fulfilments").fetchone() == (
         payments,
         payments,

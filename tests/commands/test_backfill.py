@@ -1,12 +1,12 @@
 """`backfill`: the events Stripe kept, applied through the claim, only the missing ones."""
 
-import subprocess
-import sys
 import threading
 import time
 
 from tests import conftest
 from tests.conftest import post_event
+from tests.support.commands import command
+from tests.support.rows import count_rows
 from tests.support.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
 from webhooks import bootstrap
 from webhooks import commands as cli
@@ -27,8 +27,8 @@ def payments(count: int) -> list[dict]:
 
 def effects(db) -> dict[str, int]:
     counts = conftest.table_counts(db)
-    counts["outbox"] = db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
-    counts["payments"] = db.execute("SELECT count(*) FROM payments").fetchone()[0]
+    counts["outbox"] = count_rows(db, "pgqueuer")
+    counts["payments"] = count_rows(db, "payments")
     return counts
 
 
@@ -108,14 +108,7 @@ def test_a_page_failing_past_the_retries_is_reported_and_nothing_applied(stand_i
 
 
 def test_without_an_api_key_the_command_refuses_with_one_line(database_url):
-    env = conftest.service_env(database_url)
-    result = subprocess.run(
-        [sys.executable, "-m", "webhooks", "backfill", "--since", "1h"],
-        cwd=conftest.ROOT,
-        env={"PATH": "/usr/bin:/bin", **env},
-        capture_output=True,
-        text=True,
-    )
+    result = command("backfill", "--since", "1h", inherit=False, **conftest.service_env(database_url))
     assert result.returncode == 2
     assert result.stderr == "backfill: STRIPE_API_KEY is not set: this command reads Stripe's API\n"
 

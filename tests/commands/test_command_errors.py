@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.commands.test_operability import command
 from tests.conftest import ROOT
+from tests.support.commands import command
 from tests.support.downstream import Worker
 from tests.web.test_startup_checks import started, unmigrated_url  # noqa: F401 (fixtures)
 from webhooks.infra import embedded
@@ -102,6 +102,7 @@ def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, val
         ),
     ],
 )
+@pytest.mark.system
 def test_serve_refuses_a_setting_rendered_into_the_fronts_config_before_anything_serves(env, said):
     conftest.require_front()
     port = env.get("PORT") or str(conftest._free_port())
@@ -112,6 +113,7 @@ def test_serve_refuses_a_setting_rendered_into_the_fronts_config_before_anything
         socket.create_connection(("127.0.0.1", int(port) or 1), timeout=1)
 
 
+@pytest.mark.system
 def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path):
     conftest.require_front()
     (tmp_path / "stripe.txt").write_text("# Stripe's\n3.18.12.63\n3.18.12.999\n")

@@ -1,11 +1,12 @@
 """`python -m webhooks loadtest` against a real gunicorn and database."""
 
 import subprocess
-import sys
 
 import pytest
 
 from tests import conftest
+from tests.support.commands import command
+from tests.support.rows import count_rows
 from webhooks.traffic import sender
 from webhooks.traffic import stripe as stripe_traffic
 
@@ -16,14 +17,7 @@ def run_command(server, database_url: str, *args: str) -> subprocess.CompletedPr
 
 
 def _run(database_url: str, module: str, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=conftest.ROOT,
-        env={**conftest.service_env(database_url), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = command(*args, module=module, inherit=False, **conftest.service_env(database_url))
     print(done.stdout, done.stderr)
     return done
 
@@ -40,7 +34,7 @@ def test_loadtest_with_duplicates_passes_its_audit(server, database_url, db):
     statuses = db.execute("SELECT status, count(*) FROM webhook_events GROUP BY 1").fetchall()
     assert statuses == [("completed", 200)]
     # 200 events are 67 Checkout payments (the last one cut short after its session).
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 67
+    assert count_rows(db, "fulfilments") == 67
 
 
 def test_loadtest_signed_with_another_secret_fails_naming_the_setting(server, database_url):
@@ -68,14 +62,14 @@ def test_failed_deliveries_are_retried_until_answered_2xx(server, db):
     result = _send(server, conftest.scripted_event(fail_attempts=2, payment_id="pi_retried"), 1, budget=4)
     assert [label for label, _ in result.attempts] == ["500", "500", "200"]
     assert result.dropped == 0
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 1
+    assert count_rows(db, "fulfilments") == 1
 
 
 def test_retries_stop_at_the_budget(server, db):
     result = _send(server, conftest.scripted_event(fail_attempts=5), 2, budget=2)
     assert sorted(label for label, _ in result.attempts) == ["500"] * 4
     assert result.dropped == 2
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+    assert count_rows(db, "webhook_events") == 0
 
 
 def test_locustfile_load_passes_its_audit(server, database_url, db):
@@ -97,4 +91,4 @@ def test_locustfile_load_passes_its_audit(server, database_url, db):
     )
     assert done.returncode == 0
     assert done.stdout.count("PASS") == 7 and "FAIL" not in done.stdout
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] > 0
+    assert count_rows(db, "fulfilments") > 0

@@ -7,6 +7,7 @@ import pytest
 
 from tests.commands.test_loadtest import run_command
 from tests.conftest import post_event
+from tests.support.rows import count_rows
 from webhooks.providers import Outgoing
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
@@ -32,7 +33,7 @@ def test_replaying_a_file_k_times_fulfils_once_and_replays_the_rest(server, data
     assert "(Idempotent-Replayed)" not in lines[0]
     assert all("(Idempotent-Replayed)" in line for line in lines[1:])
     assert json.loads(lines[0].split(" ", 3)[3])["outcome"] == "fulfilled"
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 1
+    assert count_rows(db, "fulfilments") == 1
 
 
 def test_replay_selects_ledger_events_by_type_and_time(server, database_url, app, db):

@@ -6,13 +6,10 @@ must not close a failed event as `ignored`, nor run a built-in handler the
 server had replaced.
 """
 
-import os
-import subprocess
-import sys
-
 import requests
 
-from tests.conftest import ROOT, scripted_event, signed_headers, table_counts
+from tests.conftest import scripted_event, signed_headers, table_counts
+from tests.support.commands import command
 from webhooks.traffic import samples
 
 
@@ -24,14 +21,8 @@ def deliver(server, evt: dict) -> int:
 
 
 def reprocess(database_url: str, event_id: str, *flags: str, modules: str = ""):
-    env = {**os.environ, "DATABASE_URL": database_url, "WEBHOOK_HANDLER_MODULES": modules}
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks", "events", "reprocess", event_id, *flags],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return command(
+        "events", "reprocess", event_id, *flags, DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES=modules
     )
 
 

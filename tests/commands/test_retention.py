@@ -8,6 +8,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
+from tests.support.rows import count_rows
 from webhooks import commands as cli
 from webhooks.commands import prune as retention
 from webhooks.traffic import samples
@@ -82,7 +83,7 @@ def test_a_duplicate_after_prune_is_still_fulfilled_only_once(prune, client, db)
     assert (again.status_code, load_json(again)["outcome"]) == (200, "already_fulfilled")
     assert (sibling.status_code, load_json(sibling)["outcome"]) == (200, "already_fulfilled")
     assert table_counts(db)["fulfilments"] == 1
-    [(jobs,)] = db.execute("SELECT count(*) FROM pgqueuer").fetchall()
+    jobs = count_rows(db, "pgqueuer")
     assert jobs == 1  # and no second side effect was enqueued
 
 

@@ -32,6 +32,7 @@ from tests.support.payment_stories import (
     payment_state,
     refund_lifecycle,
 )
+from tests.support.rows import count_rows
 from tests.support.stories import CardPayment, card_payment, deliver, scoped
 from tests.support.twins import twin  # noqa: F401  (fixture)
 
@@ -139,9 +140,7 @@ def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery
             warning = dict(story)["fraud_warning"]["data"]["object"]["id"]
             told = keys.count(f"payment.fraud_warning:{warning}")
             assert told == (decided[payment_id] == "fulfilled")
-    completed = db.execute(
-        "SELECT count(*) FROM webhook_events WHERE account = %s AND status = 'completed'", [account]
-    ).fetchone()[0]
+    completed = count_rows(db, "webhook_events", "account = %s AND status = 'completed'", [account])
     assert completed == len(events)
 
 

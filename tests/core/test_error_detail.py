@@ -10,8 +10,9 @@ handler's own exception can quote the payload too (`f"no account for
 
 import psycopg
 
-from tests.commands.test_operability import command, json_lines
+from tests.commands.test_operability import json_lines
 from tests.conftest import migrated_before, post_event, scripted_event
+from tests.support.commands import command
 from tests.support.stories import fixture
 from webhooks.infra import migrate
 from webhooks.infra.logs import public_message

@@ -7,6 +7,7 @@ import pytest
 import stripe
 
 from tests.conftest import post_event, table_counts
+from tests.support.rows import count_rows
 from tests.support.stories import business_state, fixture, fixture_bytes, scoped
 from webhooks.infra.config import Settings
 from webhooks.traffic import samples
@@ -50,7 +51,7 @@ def test_a_connected_accounts_event_of_the_other_mode_is_answered_200_and_only_r
     assert post_event(client, evt).headers["Idempotent-Replayed"] == "true"
     assert table_counts(db) == {**NOTHING, "webhook_events": 1}
     assert business_state(db, "acct_1ConnectedTest")["payments"] == []
-    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 0
+    assert count_rows(db, "pgqueuer") == 0
     row = db.execute("SELECT account, livemode, outcome FROM webhook_events").fetchone()
     assert row == ("acct_1ConnectedTest", livemode, "ignored_other_mode")
 
@@ -90,7 +91,7 @@ def test_one_payment_intent_under_account_and_under_context_is_fulfilled_once(cl
         "SELECT object_type, object_id, stored_account, event_account FROM scope_conflicts"
     ).fetchall()
     assert conflicts == [("payment", payment_id, "acct_1SellerAAAAAAAA", "acct_1PlatformSelf")]
-    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 1
+    assert count_rows(db, "pgqueuer") == 1
 
 
 def test_the_unique_key_on_the_payment_holds_across_accounts_even_without_the_ledger(db):

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import post_event
 from tests.domains.stripe.test_orders import _payloads
+from tests.support.rows import count_rows
 from tests.support.shopify import job_payloads as shopify_jobs
 from tests.support.shopify import order, post, shopify, shopify_app  # noqa: F401  (fixtures)
 from tests.support.stories import async_payment
@@ -48,7 +49,7 @@ def test_a_paid_session_whose_metadata_postgres_cannot_store_still_ships_once(cl
     _stored_as_signed(db, checkout)
     [job] = _payloads(db, "order.fulfilled")
     assert job["metadata"]["note"] == kept and job["metadata"]["sku"] == "tea"
-    assert db.execute("SELECT count(*) FROM webhook_failures").fetchone()[0] == 0
+    assert count_rows(db, "webhook_failures") == 0
 
 
 @pytest.mark.parametrize("value", UNSTORABLE)

@@ -4,6 +4,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_before
+from tests.support.rows import count_rows
 from webhooks.infra import migrate
 
 BEFORE = "0013"
@@ -41,7 +42,7 @@ def test_existing_rows_of_one_object_under_two_accounts_are_folded_and_recorded(
     with psycopg.connect(old_schema, autocommit=True) as conn:
 
         def count(table):
-            return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            return count_rows(conn, table)
 
         assert [count(t) for t in ("webhook_events", "fulfilments", "payments", "refunds", "disputes")] == [
             1

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.commands.test_operability import command
 from tests.conftest import SERVE, Gunicorn, service_env
+from tests.support.commands import command
 from tests.support.front import deliver
 from webhooks.infra import privilege
 from webhooks.infra.config import Settings
@@ -77,6 +77,7 @@ def _mode_and_owner(path: Path) -> tuple[int, int, int]:
     return stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
 
 
+@pytest.mark.system
 @as_root
 def test_started_as_root_no_worker_is_root_and_only_the_front_reaches_the_socket(front):
     server = front()
@@ -105,6 +106,7 @@ def test_started_as_root_no_worker_is_root_and_only_the_front_reaches_the_socket
     deliver(server)
 
 
+@pytest.mark.system
 @as_root
 def test_without_root_every_process_is_the_user_who_started_serve(database_url):
     """As on a developer's laptop: here, root starts serve as the service's user."""
@@ -131,7 +133,12 @@ def test_without_root_every_process_is_the_user_who_started_serve(database_url):
 @pytest.mark.parametrize(
     "setting, value, said",
     [
-        ("WEBHOOK_SERVICE_USER", "root", "WEBHOOK_SERVICE_USER: root is root; name an unprivileged user"),
+        pytest.param(
+            "WEBHOOK_SERVICE_USER",
+            "root",
+            "WEBHOOK_SERVICE_USER: root is root; name an unprivileged user",
+            marks=pytest.mark.system,
+        ),
         ("WEBHOOK_FRONT_USER", "x;\nuser root", "WEBHOOK_FRONT_USER: 'x;\\nuser root' is not a user name"),
     ],
 )

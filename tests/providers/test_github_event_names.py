@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from tests.support.rows import count_rows
 from tests.support.senders import GITHUB
 from webhooks.providers import Outgoing
 
@@ -58,7 +59,7 @@ def _post(client, event: str, body: dict):
 
 
 def _ledger_count(db) -> int:
-    return db.execute("SELECT count(*) FROM webhook_events").fetchone()[0]
+    return count_rows(db, "webhook_events")
 
 
 @pytest.mark.parametrize("body", BODIES)
@@ -76,7 +77,7 @@ def test_a_github_body_sent_under_another_events_name_is_refused_and_writes_noth
 def test_a_ping_replayed_under_a_new_delivery_id_answers_pong_and_has_no_effect_to_repeat(client, db):
     first, replay = (_post(client, "ping", BODIES["ping"]) for _ in range(2))
     assert [r.get_json()["outcome"] for r in (first, replay)] == ["pong", "pong"]
-    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 0
+    assert count_rows(db, "pgqueuer") == 0
 
 
 def test_an_event_whose_shape_is_not_known_is_taken_as_named(client, db):

@@ -26,6 +26,7 @@ import stripe as stripe_library
 from tests.conftest import post_event
 from tests.corpus import stripe_resource, stripe_types
 from tests.support import shopify
+from tests.support.rows import count_rows
 from tests.support.senders import GITHUB
 from webhooks.infra.config import Settings
 from webhooks.providers import Outgoing
@@ -125,7 +126,7 @@ def test_every_stripe_event_type_with_stripes_own_fixture_is_answered_once_and_m
         if not _paid(sent[event_id]["data"]["object"])
     ]
     assert unpaid == []
-    [(access,)] = db.execute("SELECT count(*) FROM subscription_access WHERE has_access").fetchall()
+    access = count_rows(db, "subscription_access", "has_access")
     assert access == 0  # Stripe's subscription fixture's cancel_at passed long ago
 
 

@@ -10,6 +10,7 @@ import pytest
 import standardwebhooks
 
 from tests.conftest import post_event, table_counts
+from tests.support.rows import count_rows
 from tests.support.senders import GITHUB, JSON_TYPE, SENDERS, STANDARD
 from webhooks.providers import github
 from webhooks.traffic import samples
@@ -53,7 +54,7 @@ def test_a_delivery_signed_by_the_standardwebhooks_library_is_claimed_once(clien
     assert first.status_code == 200 and first.get_json() == {"event_id": msg_id, "outcome": "effected"}
     assert again.headers["Idempotent-Replayed"] == "true" and again.data == first.data
     assert _ledger(db, "standard") == [(msg_id, "test.effect", "", "completed", "effected")]
-    assert db.execute("SELECT count(*) FROM provider_effects").fetchone()[0] == 1
+    assert count_rows(db, "provider_effects") == 1
     created = db.execute("SELECT event_created FROM webhook_events").fetchone()[0]
     assert created == datetime(2026, 12, 3, 7, tzinfo=UTC)
 

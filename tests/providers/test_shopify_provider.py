@@ -5,6 +5,7 @@ import json
 import pytest
 
 from tests.conftest import table_counts
+from tests.support.rows import count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     SHOPIFY_OTHER_SECRET,
@@ -23,7 +24,7 @@ NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
 
 
 def _shopify_rows(db) -> int:
-    return db.execute("SELECT count(*) FROM shopify_orders").fetchone()[0]
+    return count_rows(db, "shopify_orders")
 
 
 def test_the_hmac_is_base64_of_hmac_sha256_of_the_raw_body():
@@ -80,9 +81,7 @@ def test_the_same_event_id_under_stripe_and_shopify_is_two_events(shopify, db):
     evt = samples.event("test.other", {"id": "obj_1"})
     assert post_event(shopify, evt).status_code == 200
     assert post(shopify, "products/update", {"id": 1}, event_id=evt["id"]).status_code == 200
-    assert (
-        db.execute("SELECT count(*) FROM webhook_events WHERE event_id = %s", [evt["id"]]).fetchone()[0] == 2
-    )
+    assert count_rows(db, "webhook_events", "event_id = %s", [evt["id"]]) == 2
 
 
 def _hostile(name: str):

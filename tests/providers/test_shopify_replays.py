@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_before
+from tests.support.rows import count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     cancelled,
@@ -56,7 +57,7 @@ def _data_request(order_id: int) -> dict:
 
 
 def _ledger_count(db) -> int:
-    return db.execute("SELECT count(*) FROM webhook_events").fetchone()[0]
+    return count_rows(db, "webhook_events")
 
 
 def _payload(db, event_id: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 
+from tests.support.rows import count_rows
 from webhooks.domains.stripe.orders import ORDER_FULFILLED
 from webhooks.traffic import checker
 
@@ -164,9 +165,8 @@ def shipped(conn: psycopg.Connection) -> frozenset[str]:
 def delivered(conn: psycopg.Connection, receiver: Downstream, timeout: float) -> checker.Outbox:
     """Once the receiver has had every shipped payment's job and the queue is empty: the outbox's history."""
     expected = shipped(conn)
-    queue = "SELECT count(*) FROM pgqueuer WHERE status <> 'failed'"
     wait_until(
-        lambda: expected <= set(receiver.effects) and conn.execute(queue).fetchone()[0] == 0,
+        lambda: expected <= set(receiver.effects) and count_rows(conn, "pgqueuer", "status <> 'failed'") == 0,
         timeout,
         "the workers to deliver every shipped payment's job",
         interval=0.2,

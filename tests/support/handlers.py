@@ -22,6 +22,7 @@ import time
 
 import psycopg
 
+from tests.support.rows import count_rows
 from webhooks import fulfilment
 from webhooks.core import registry
 from webhooks.core.events import InvalidFields
@@ -61,9 +62,7 @@ def scripted(conn: psycopg.Connection, event) -> str:
         except psycopg.errors.DivisionByZero:
             pass  # the transaction is now aborted (25P02 for anything after)
         raise ScriptedFailure("aborted transaction")
-    failed = conn.execute("SELECT count(*) FROM webhook_failures WHERE event_id = %s", [event.id]).fetchone()[
-        0
-    ]
+    failed = count_rows(conn, "webhook_failures", "event_id = %s", [event.id])
     if failed < int(script.get("fail_attempts", 0)):
         raise ScriptedFailure(f"scripted failure {failed + 1}")
     if script.get("clash_payment_id"):

@@ -34,7 +34,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import pytest
+from tests.support import machine
 
 PREFIX = "wh"
 # Where the root's end is told apart from the database's in a rule's priority.
@@ -59,12 +59,7 @@ def unavailable() -> str | None:
 
 def require() -> None:
     """Skip where hosts cannot be made; fail instead under WEBHOOKS_REQUIRE_NETNS (CI)."""
-    reason = unavailable()
-    if reason is None:
-        return
-    if os.environ.get("WEBHOOKS_REQUIRE_NETNS"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    machine.require("WEBHOOKS_REQUIRE_NETNS", unavailable())
 
 
 def _ip(*args: str, check: bool = True) -> None:

@@ -72,13 +72,9 @@ def unavailable() -> str | None:
 def require() -> None:
     """Skip the calling test, naming what is missing, where servers cannot be started
     (fail instead under WEBHOOKS_REQUIRE_PG_SERVERS, as in CI)."""
-    import pytest
+    from tests.support import machine
 
-    reason = unavailable()
-    if reason and os.environ.get("WEBHOOKS_REQUIRE_PG_SERVERS"):
-        pytest.fail(reason)
-    if reason:
-        pytest.skip(reason)
+    machine.require("WEBHOOKS_REQUIRE_PG_SERVERS", unavailable())
 
 
 def free_port() -> int:

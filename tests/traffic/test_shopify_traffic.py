@@ -3,6 +3,7 @@
 from collections import Counter
 from functools import partial
 
+from tests.support.rows import count_rows
 from tests.support.shopify import SHOPIFY_SECRET, shopify_app  # noqa: F401  (fixtures)
 from tests.support.storm import release_together
 from webhooks.bootstrap import PROVIDERS
@@ -49,7 +50,7 @@ def test_traffic_delivered_through_the_app_passes_its_audit(shopify_app, db):
         "one fulfilment job per order": 0,
     }
     orders = len({body for body, _ in sent})
-    assert db.execute("SELECT count(*) FROM shopify_fulfilments").fetchone()[0] == orders
+    assert count_rows(db, "shopify_fulfilments") == orders
 
 
 def test_the_audit_counts_what_went_wrong(shopify_app, db):

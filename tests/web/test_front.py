@@ -39,6 +39,10 @@ from tests.web.test_metrics import scrape, value
 READ_TIMEOUT_S = 3
 
 
+# Every test here goes through nginx in front of gunicorn.
+pytestmark = pytest.mark.system
+
+
 @pytest.fixture(scope="module")
 def stack(server_url):
     """One served stack for the module: every test here leaves it as it found it."""

@@ -10,6 +10,7 @@ import requests
 
 from tests import conftest
 from tests.conftest import Gunicorn, signed_headers
+from tests.support.rows import count_rows
 from webhooks.infra import migrate
 from webhooks.traffic import samples
 
@@ -105,7 +106,7 @@ def test_without_a_secret_the_start_log_says_why_and_readyz_is_503(database_url,
     body = samples.encode(samples.payment_events()[1])
     answer = post(server, body, signed_headers(body))
     assert answer.status_code == 503 and answer.json() == {"error": "webhook_secret_missing"}
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+    assert count_rows(db, "webhook_events") == 0
 
 
 def test_every_refused_delivery_is_logged_with_its_reason(gunicorn):

@@ -7,6 +7,7 @@ from functools import partial
 
 import pytest
 
+from tests.support.rows import count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     cancelled,
@@ -46,7 +47,7 @@ def test_many_copies_of_one_orders_paid_released_together_ship_it_once(shopify_a
     assert sum(r.status == 200 and not r.replayed for r in results) == 1
     assert fulfilments(db) == [(SHOP, paid["id"])]
     assert jobs(db) == [("shopify.order.fulfilled", f"shopify.order.fulfilled:{SHOP}:{paid['id']}")]
-    assert db.execute("SELECT count(*) FROM webhook_events WHERE status = 'completed'").fetchone()[0] == 1
+    assert count_rows(db, "webhook_events", "status = 'completed'") == 1
 
 
 def test_the_same_event_id_under_another_webhook_id_is_a_replay(shopify, db):
@@ -193,13 +194,10 @@ def test_every_delivery_order_of_an_orders_events_is_decided_once(shopify_app, d
         client = shopify_app.test_client()
         for i in perm:
             _until_answered(client, *sends[i])
-        shipped = db.execute(
-            "SELECT count(*) FROM shopify_fulfilments WHERE order_id = %s", [paid["id"]]
-        ).fetchone()[0]
-        reviews = db.execute(
-            "SELECT count(*) FROM pgqueuer WHERE headers->>'idempotency-key' = %s",
-            [f"shopify.order.review:{SHOP}:{paid['id']}"],
-        ).fetchone()[0]
+        shipped = count_rows(db, "shopify_fulfilments", "order_id = %s", [paid["id"]])
+        reviews = count_rows(
+            db, "pgqueuer", "headers->>'idempotency-key' = %s", [f"shopify.order.review:{SHOP}:{paid['id']}"]
+        )
         paid_first = min(perm.index(0), perm.index(1)) < perm.index(2)
         assert (shipped, reviews) == ((1, 0) if paid_first else (0, 1)), perm
 

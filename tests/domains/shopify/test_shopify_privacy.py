@@ -2,6 +2,7 @@
 
 import json
 
+from tests.support.rows import count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     job_payloads,
@@ -93,13 +94,8 @@ def test_shop_redact_removes_personal_data_from_every_payload_of_the_shop(shopif
     for event_id in ("bob-paid", "alice-paid", "bob-refund"):
         assert "@mail.example.com" not in payloads[event_id]
     assert BOB_EMAIL in payloads["other-shop"]
-    assert (
-        db.execute(
-            "SELECT count(*) FROM shopify_orders WHERE shop = %s AND customer_id IS NOT NULL", [SHOP]
-        ).fetchone()[0]
-        == 0
-    )
-    assert db.execute("SELECT count(*) FROM shopify_fulfilments").fetchone()[0] == 3  # the backstop stays
+    assert count_rows(db, "shopify_orders", "shop = %s AND customer_id IS NOT NULL", [SHOP]) == 0
+    assert count_rows(db, "shopify_fulfilments") == 3  # the backstop stays
 
 
 def test_customers_data_request_queues_a_job_naming_what_is_stored(shopify, db):
@@ -157,10 +153,10 @@ def test_a_compliance_request_naming_no_valid_shop_anywhere_is_refused_and_write
             shopify, "shop/redact", {"shop_id": 954889, "shop_domain": shop}, without=AS_REPORTED_IN_2024
         )
         assert response.status_code == 400 and response.get_json()["error"] == "invalid_event"
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+    assert count_rows(db, "webhook_events") == 0
 
 
 def test_an_order_delivery_still_needs_its_shop_header(shopify, db):
     response = post(shopify, "orders/paid", {**order(), "shop_domain": SHOP}, without=AS_REPORTED_IN_2024)
     assert response.status_code == 400
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+    assert count_rows(db, "webhook_events") == 0

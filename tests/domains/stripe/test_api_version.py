@@ -12,6 +12,7 @@ import pytest
 import stripe
 
 from tests.conftest import post_event, table_counts
+from tests.support.rows import count_rows
 from tests.test_docs import DOCS
 from tests.web.test_metrics import get_metrics, scrape, value
 from webhooks.domains.stripe import versions
@@ -41,7 +42,7 @@ def _refused_and_recorded(response, db, evt) -> None:
     assert table_counts(db) == {"webhook_events": 0, "webhook_failures": 1, "fulfilments": 0}
     row = db.execute("SELECT event_id, error_class FROM webhook_failures").fetchone()
     assert row == (evt["id"], "UnsupportedApiVersion")
-    assert db.execute("SELECT count(*) FROM payments").fetchone()[0] == 0
+    assert count_rows(db, "payments") == 0
 
 
 @pytest.mark.parametrize("version", ["2019-12-03", None, "latest"])

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import post_event, scripted_event
 from tests.support.payment_stories import invoice_payment
+from tests.support.rows import count_rows
 from tests.support.stories import FIXTURES, fixture, fraud_warning
 from webhooks import bootstrap
 from webhooks.core import history
@@ -180,7 +181,7 @@ def test_a_refused_event_is_stored_recorded_and_shows_as_failed(make_app, db, da
     ).fetchall()
     assert error_class == "InvalidFields"
     assert message == "data.object.amount_received: Input should be a valid integer"
-    assert db.execute("SELECT count(*) FROM payments").fetchone()[0] == 0
+    assert count_rows(db, "payments") == 0
     [listed] = history.events(db, event_type="payment_intent.succeeded")
     assert (listed.status, listed.outcome, listed.failures) == ("failed", "invalid_fields", 1)
     assert history.events(db, status="failed")[0].event_id == evt["id"]
@@ -195,8 +196,8 @@ def test_a_handler_that_finds_its_fields_wrong_is_rolled_back_and_answered_422_f
     first, again = post_event(client, evt), post_event(client, evt)
     assert first.status_code == 422 and first.get_json()["error"] == "invalid_fields"
     assert (again.status_code, again.data, again.headers["Idempotent-Replayed"]) == (422, first.data, "true")
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 0
-    assert db.execute("SELECT count(*) FROM webhook_failures").fetchone()[0] == 1  # recorded once
+    assert count_rows(db, "fulfilments") == 0
+    assert count_rows(db, "webhook_failures") == 1  # recorded once
 
 
 def test_a_refusal_names_each_broken_field_and_the_path_inside_a_list(client, db):

@@ -7,6 +7,7 @@ import pytest
 
 from bench import pgbench
 from tests.conftest import post_event
+from tests.support.rows import count_rows
 from tests.support.stories import CardPayment, card_payment, deliver
 from webhooks.traffic import samples
 
@@ -76,7 +77,7 @@ def test_a_handler_registered_for_a_success_type_replaces_the_one_statement_deli
     response = post_event(client, samples.payment_events()[1])
     assert response.get_json()["outcome"] == "shop_handled"
     assert not any("webhooks_deliver_payment_succeeded" in text for text in _sent(statements))
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone() == (0,)
+    assert count_rows(db, "fulfilments") == 0
 
 
 def _job_payloads(db, payment_id: str) -> list[dict]:

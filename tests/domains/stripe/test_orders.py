@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import post_event
 from tests.support.payment_stories import PRE_BASIL, decisions, invoice_payment, jobs, subscription_payments
+from tests.support.rows import count_rows
 from tests.support.stories import CardPayment, card_payment, deliver, fixture
 from tests.support.storm import release_together
 from webhooks.traffic import samples
@@ -79,7 +80,7 @@ def test_a_checkout_session_that_takes_no_one_off_payment_is_not_an_order(client
     session = fixture("checkout.session.completed")
     session["data"]["object"].update(mode=mode, payment_intent=None)
     assert deliver(client, [session]) == [outcome]
-    assert db.execute("SELECT count(*) FROM payments").fetchone()[0] == 0
+    assert count_rows(db, "payments") == 0
 
 
 def test_a_paid_session_of_no_known_mode_is_recorded_as_paid_not_awaiting_payment(client, db):
@@ -92,7 +93,7 @@ def test_a_paid_session_of_no_known_mode_is_recorded_as_paid_not_awaiting_paymen
 
 
 def _no_order_shipped(db) -> None:
-    assert db.execute("SELECT count(*) FROM fulfilments").fetchone()[0] == 0
+    assert count_rows(db, "fulfilments") == 0
     assert [kind for kind, _ in jobs(db) if kind in ("order.fulfilled", "payment.review")] == []
 
 
@@ -103,7 +104,7 @@ def test_subscription_payments_never_ship_as_orders(client, db, shape, order):
     events = [evt for _, evt in story]
     outcomes = deliver(client, events if order == "stripe" else events[::-1])
     _no_order_shipped(db)
-    invoice_paid = db.execute("SELECT count(*) FROM invoice_fulfilments").fetchone()[0]
+    invoice_paid = count_rows(db, "invoice_fulfilments")
     assert invoice_paid == 4  # the billing side still grants each period
     if shape == "pre_basil":  # the PaymentIntent names its invoice: known in every order
         intents = [
@@ -112,7 +113,7 @@ def test_subscription_payments_never_ship_as_orders(client, db, shape, order):
             if name.startswith("intent")
         ]
         assert set(intents) == {"invoice_payment"}
-    linked = db.execute("SELECT count(*) FROM payments WHERE invoice_id IS NOT NULL").fetchone()[0]
+    linked = count_rows(db, "payments", "invoice_id IS NOT NULL")
     assert linked == 4
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import post_event
 from tests.support.payment_stories import dispute_lifecycle
+from tests.support.rows import count_rows
 from tests.support.stories import deliver, fixture
 from tests.support.subscription_stories import MONTH, Story, access_at
 from webhooks.traffic import samples
@@ -26,8 +27,8 @@ from webhooks.traffic import samples
 
 def _state(db) -> dict:
     return {
-        "fulfilments": db.execute("SELECT count(*) FROM fulfilments").fetchone()[0],
-        "invoice_fulfilments": db.execute("SELECT count(*) FROM invoice_fulfilments").fetchone()[0],
+        "fulfilments": count_rows(db, "fulfilments"),
+        "invoice_fulfilments": count_rows(db, "invoice_fulfilments"),
         "jobs": db.execute("SELECT headers->>'kind' FROM pgqueuer ORDER BY id").fetchall(),
     }
 
@@ -105,7 +106,7 @@ def test_invoice_paid_on_an_invoice_that_is_not_paid_grants_no_access(client, db
     assert _answered_twice(client, evt)["outcome"] == "not_paid"
     assert _state(db) == NOTHING_MOVED
     assert access_at(db, story.sub, story.start + MONTH // 2) in (None, (False, "period_ended"))
-    assert db.execute("SELECT count(*) FROM invoices").fetchone()[0] == 0
+    assert count_rows(db, "invoices") == 0
 
 
 def test_invoice_paid_on_a_paid_invoice_grants_access_for_its_period(client, db):
@@ -156,7 +157,7 @@ def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuin
     response = post_event(client, evt)
     assert response.status_code == 500, response.get_json()
     assert _state(db) == NOTHING_MOVED
-    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+    assert count_rows(db, "webhook_events") == 0
     [(error_class,)] = db.execute("SELECT error_class FROM webhook_failures").fetchall()
     assert error_class == "InvalidJob"
 

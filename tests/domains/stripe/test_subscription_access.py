@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from tests.conftest import post_event
+from tests.support.rows import count_rows
 from tests.support.stories import DAY, deliver
 from tests.support.subscription_stories import (
     AFTER_RETRIES,
@@ -255,7 +256,7 @@ def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
     evt = story.subscription("updated", START, "on_hold", START)
     response = post_event(client, evt)
     assert response.status_code == 400
-    assert db.execute("SELECT count(*) FROM subscriptions").fetchone()[0] == 0
+    assert count_rows(db, "subscriptions") == 0
 
 
 def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():

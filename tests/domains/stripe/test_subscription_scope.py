@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_before
+from tests.support.rows import count_rows
 from tests.support.stories import deliver
 from tests.support.subscription_stories import Story, access_at, dunning, renewal
 from webhooks.infra import migrate
@@ -42,7 +43,7 @@ def test_an_invoice_paid_seen_under_two_scopes_is_fulfilled_once(client, db):
     again = {**paid, "id": paid["id"] + "b"}  # a second destination's copy
     assert deliver(client, [paid]) == ["fulfilled"]
     assert deliver(client, [again], "acct_org_self") == ["already_fulfilled"]
-    assert db.execute("SELECT count(*) FROM invoice_fulfilments").fetchone()[0] == 1
+    assert count_rows(db, "invoice_fulfilments") == 1
     assert _conflicts(db) == [
         ("invoice", paid["data"]["object"]["id"], "", "acct_org_self"),
         ("subscription", story.sub, "", "acct_org_self"),

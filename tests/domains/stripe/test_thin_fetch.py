@@ -9,6 +9,7 @@ import pytest
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.rows import count_rows
 from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks import bootstrap
 from webhooks.core import outbox
@@ -89,7 +90,7 @@ def paid_intent() -> dict:
 
 
 def fulfilments(db, payment_id: str) -> int:
-    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
+    return count_rows(db, "fulfilments", "payment_id = %s", [payment_id])
 
 
 def test_a_thin_event_is_claimed_with_a_fetch_job_in_its_transaction(client, db, stand_in):
@@ -236,4 +237,4 @@ def test_an_unsupported_object_kind_cannot_be_resynced_and_is_refused(make_app, 
     evt["api_version"] = "2019-12-03"  # older than any the handlers read
     response = post_event(make_app(**api_env(stand_in)).test_client(), evt)
     assert (response.status_code, response.headers["X-Outcome"]) == (500, "unsupported_api_version")
-    assert db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0] == 0
+    assert count_rows(db, "pgqueuer") == 0
