@@ -33,8 +33,8 @@ LAYERS = (
 # Parts that read the domains only through the registry, never from a domain's modules.
 DOMAIN_FREE = ("core", "worker", "web")
 # tests/ mirrors the package (tests/domains/stripe/ holds what webhooks/domains/stripe/ does);
-# beside it only the shared helpers, the benchmark's tests and the sample payloads.
-TESTS_BESIDE_THE_PACKAGE = ("support", "bench", "stripe_events", "corpus")
+# beside it only the shared helpers, the tests of bench/ and deploy/, and the sample payloads.
+TESTS_BESIDE_THE_PACKAGE = ("support", "bench", "deploy", "stripe_events", "corpus")
 
 
 def module_name(path: Path) -> str:
