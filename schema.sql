@@ -1,7 +1,7 @@
 -- The schema a fresh `python -m webhooks migrate` makes: migrations/*.sql,
 -- then the rule files (webhooks/**/*.sql). Written by `python -m webhooks db
 -- schema` from PostgreSQL 15's pg_dump --schema-only; do not edit it by
--- hand. tests/test_schema.py fails when the migrations and this file disagree.
+-- hand. tests/infra/test_schema.py fails when the migrations and this file disagree.
 
 -- TYPE: pgqueuer_status
 CREATE TYPE pgqueuer_status AS ENUM (

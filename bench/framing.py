@@ -1,6 +1,6 @@
 """Hostile HTTP framing as raw bytes, and what a server does with it (issue 23's reproductions).
 
-The tests (tests/test_front.py, tests/test_serving.py) assert what each gets
+The tests (tests/web/test_front.py, tests/web/test_serving.py) assert what each gets
 from the served stack; `python -m bench.fronts` sends the same bytes to each
 candidate front, to choose between them.
 """

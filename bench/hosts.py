@@ -1,8 +1,8 @@
 """`python -m bench.hosts`: two service hosts and two outbox workers against one PostgreSQL.
 
 Each process runs on a host of its own (a network namespace joined by a
-veth pair, tests/netns.py; root only), the database is a private
-PostgreSQL 15 listening on the hosts' veth addresses (tests/pg_servers.py).
+veth pair, tests/support/netns.py; root only), the database is a private
+PostgreSQL 15 listening on the hosts' veth addresses (tests/support/pg_servers.py).
 The same duplicate storm (N Checkout payments' events, K copies each) is
 sent first to one service host alone, the baseline, then split over both:
 every event's K copies divided between the two hosts at once. After each,
@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from tests import hosts
+from tests.support import hosts
 from webhooks.traffic.report import markdown_table
 
 

@@ -20,7 +20,8 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests import reliability, senders
+from tests.support import machine, reliability, senders
+from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
 from webhooks.providers import stripe as stripe_wire
@@ -39,6 +40,24 @@ def _reachable(url: str) -> bool:
         return True
     except psycopg.OperationalError:
         return False
+
+
+# What a test needs that a developer's machine may lack: nginx in front, a
+# browser, a PostgreSQL of its own. Such tests are `system` tests (so are the
+# ones that need root, ip netns or PostgreSQL servers of their own, marked where
+# they are written): `pytest -m "not system"` is the quick loop, CI runs all.
+SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.system)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    machine.running = item
 
 
 @pytest.fixture(scope="session")
@@ -127,7 +146,7 @@ def service_env(database_url: str, **extra) -> dict[str, str]:
         "DATABASE_URL": database_url,
         "STRIPE_WEBHOOK_SECRET": f"{SECRET},{OTHER_SECRET}",
         **{sender.setting: f"{sender.secret},{sender.other_secret}" for sender in senders.SENDERS},
-        "WEBHOOK_HANDLER_MODULES": "tests.handlers",
+        "WEBHOOK_HANDLER_MODULES": "tests.support.handlers",
         **{k: str(v) for k, v in extra.items()},
     }
 
@@ -185,10 +204,7 @@ def scripted_event(**script) -> dict:
 
 
 def table_counts(db) -> dict[str, int]:
-    return {
-        table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        for table in ("webhook_events", "webhook_failures", "fulfilments")
-    }
+    return {table: count_rows(db, table) for table in ("webhook_events", "webhook_failures", "fulfilments")}
 
 
 def _free_port() -> int:
@@ -293,11 +309,8 @@ def require_front() -> None:
     from webhooks.commands.serve import nginx_binary
     from webhooks.web.front import INSTALL
 
-    if nginx_binary(Settings.from_env()) is None:
-        message = f"nginx not found: {INSTALL} (.ci/run does) to test the service through its front"
-        if os.environ.get("WEBHOOKS_REQUIRE_FRONT"):
-            pytest.fail(message)
-        pytest.skip(message)
+    missing = f"nginx not found: {INSTALL} (.ci/run does) to test the service through its front"
+    machine.require("WEBHOOKS_REQUIRE_FRONT", missing if nginx_binary(Settings.from_env()) is None else None)
 
 
 @pytest.fixture
@@ -318,14 +331,10 @@ def workers_tmp(tmp_path: Path):
 def chromium() -> str:
     """Debian's chromium, or a visible skip (a failure under WEBHOOKS_REQUIRE_BROWSER: CI installs it)."""
     browser = shutil.which("chromium")
-    if browser is None:
-        message = (
-            "chromium not found: install Debian's chromium package (.ci/run does) "
-            "to check /admin in a browser"
-        )
-        if os.environ.get("WEBHOOKS_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
+    missing = (
+        "chromium not found: install Debian's chromium package (.ci/run does) to check /admin in a browser"
+    )
+    machine.require("WEBHOOKS_REQUIRE_BROWSER", missing if browser is None else None)
     return browser
 
 

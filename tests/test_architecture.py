@@ -32,6 +32,9 @@ LAYERS = (
 )
 # Parts that read the domains only through the registry, never from a domain's modules.
 DOMAIN_FREE = ("core", "worker", "web")
+# tests/ mirrors the package (tests/domains/stripe/ holds what webhooks/domains/stripe/ does);
+# beside it only the shared helpers, the tests of bench/ and deploy/, and the sample payloads.
+TESTS_BESIDE_THE_PACKAGE = ("support", "bench", "deploy", "stripe_events", "corpus")
 
 
 def module_name(path: Path) -> str:
@@ -145,6 +148,28 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         if module not in index:
             visit(module)
     return found
+
+
+def stray_test_folders(tests: Path) -> list[str]:
+    """Folders of `tests` that name no part of the package and are none of the folders beside it."""
+    return sorted(
+        str(relative)
+        for relative in (folder.relative_to(tests) for folder in tests.rglob("*") if folder.is_dir())
+        if relative.parts[0] not in TESTS_BESIDE_THE_PACKAGE
+        and not any(part.startswith((".", "__")) for part in relative.parts)
+        and not (ROOT / PACKAGE / relative).is_dir()
+    )
+
+
+def test_the_tests_mirror_the_package_and_keep_their_helpers_in_support():
+    assert stray_test_folders(ROOT / "tests") == []
+    assert sorted(path.name for path in (ROOT / "tests" / "support").rglob("test_*.py")) == []
+
+
+def test_a_test_folder_the_package_lacks_is_found(tmp_path):
+    for folder in ("web", "domains/stripe", "support", "corpus/stripe", "domain/stripe", "__pycache__"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert stray_test_folders(tmp_path) == ["domain", "domain/stripe"]
 
 
 def test_imports_only_go_down_the_layers():

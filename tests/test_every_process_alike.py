@@ -7,17 +7,17 @@ to load them; a subprocess starts from nothing, as a shell does.
 """
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 import requests
 
-from tests import conftest, shopify
-from tests.downstream import Downstream, Worker, wait_until
-from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
-from tests.test_thin_fetch import WORKER_ENV, thin_event
+from tests import conftest
+from tests.domains.stripe.test_thin_fetch import WORKER_ENV, thin_event
+from tests.support import commands, shopify
+from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.rows import count_rows
+from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.traffic import samples
 
 MARKER = {"WEBHOOK_ORDER_MARKER_KEY": "shop_order"}
@@ -30,14 +30,7 @@ VALUES ('stripe', %s, %s, 'OperationalError', 'connection lost', %s)
 
 def command(database_url: str, *argv: str, **env) -> subprocess.CompletedProcess:
     """`python -m webhooks ARGV` as its own process, with the service's settings and `env`."""
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks", *argv],
-        cwd=conftest.ROOT,
-        env={**os.environ, **conftest.service_env(database_url, **env)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return commands.command(*argv, **conftest.service_env(database_url, **env))
 
 
 def marked_payment() -> dict:
@@ -53,7 +46,7 @@ def outcome(db, event_id: str) -> str | None:
 
 
 def fulfilled(db, payment_id: str) -> int:
-    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
+    return count_rows(db, "fulfilments", "payment_id = %s", [payment_id])
 
 
 def deliver_live(gunicorn, database_url, db, stand_in) -> dict:
@@ -136,7 +129,7 @@ def test_reprocess_runs_shopifys_handlers_on_a_failed_shopify_event(database_url
 
 def test_a_shop_module_can_wrap_a_built_in_handler_and_keep_its_effect(make_app, db):
     db.execute("CREATE TABLE receipts (session_id text PRIMARY KEY)")
-    app = make_app(WEBHOOK_HANDLER_MODULES="tests.handlers,tests.wrapping_handlers")
+    app = make_app(WEBHOOK_HANDLER_MODULES="tests.support.handlers,tests.support.wrapping_handlers")
     session = samples.payment_events()[0]
     response = conftest.post_event(app.test_client(), session)
     assert response.get_json()["outcome"] == "fulfilled"

@@ -1,6 +1,6 @@
 """A database failover under a duplicate storm: the primary killed, its replica promoted.
 
-Real servers (tests/pg_servers.py): a primary and a streaming replica, and
+Real servers (tests/support/pg_servers.py): a primary and a streaming replica, and
 real gunicorn connected to both through one multi-host URL with
 target_session_attrs=read-write, so that it finds the promoted replica by
 itself. loadtest's sender delivers every event K times over many
@@ -24,7 +24,6 @@ import json
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -32,16 +31,21 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from tests import pg_servers
-from tests.conftest import ROOT, SECRET, Gunicorn, service_env
-from tests.downstream import Downstream, Worker, delivered, wait_until
-from tests.pg_servers import Cluster, Server, multi_host_url
-from tests.reliability import sized
-from tests.stripe_api import StripeApi, api_env
+from tests.conftest import SECRET, Gunicorn, service_env
+from tests.support import pg_servers
+from tests.support.commands import command
+from tests.support.downstream import Downstream, Worker, delivered, wait_until
+from tests.support.pg_servers import Cluster, Server, multi_host_url
+from tests.support.reliability import sized
+from tests.support.rows import count_rows
+from tests.support.stripe_api import StripeApi, api_env
 from webhooks.infra import migrate
 from webhooks.infra.config import CONNECT_TIMEOUT_S, Settings
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
+
+# PostgreSQL servers of its own, started as the postgres user (root).
+pytestmark = pytest.mark.system
 
 # Stripe retries for days; the storm's senders keep at it long enough to see the promotion.
 RETRY = sender.Retry(budget=60, base_s=0.05, cap_s=0.5)
@@ -152,7 +156,7 @@ def _service(
 
 
 def _ledger_size(conn: psycopg.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM webhook_events").fetchone()[0]
+    return count_rows(conn, "webhook_events")
 
 
 def _fail_over_mid_storm(primary: Server, replica: Server, server: Gunicorn, events: list[dict]) -> Failover:
@@ -171,14 +175,7 @@ def _fail_over_mid_storm(primary: Server, replica: Server, server: Gunicorn, eve
 
 
 def _command(server_env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks", *args],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", **server_env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return command(*args, inherit=False, **server_env)
 
 
 def _stripe_holding(api: StripeApi, events: list[dict]) -> list[dict]:
@@ -241,7 +238,7 @@ class OutboxWorker:
         The worker finds the storm's backlog once it has reconnected: the
         wait grows with it.
         """
-        backlog = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
+        backlog = count_rows(conn, "pgqueuer")
         return delivered(conn, self.downstream, 30 + backlog / 4)
 
     @property

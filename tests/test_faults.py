@@ -1,6 +1,6 @@
 """Faults survived through real gunicorn and real PostgreSQL: nothing lost, nothing fulfilled twice.
 
-Load is driven like Stripe drives it (tests/provider.py): every non-2xx is
+Load is driven like Stripe drives it (tests/support/provider.py): every non-2xx is
 retried until it succeeds, and the database is then checked: every event
 completed, every payment fulfilled exactly once. Backends are only ever
 terminated by this test's own application_name; restarts happen on a private
@@ -32,7 +32,7 @@ from tests.conftest import (
     signed_headers,
     terminate_backends,
 )
-from tests.provider import (
+from tests.support.provider import (
     Load,
     Provider,
     assert_exactly_once,
@@ -41,7 +41,8 @@ from tests.provider import (
     paid_deliveries,
     status_counts,
 )
-from tests.reliability import sized
+from tests.support.reliability import sized
+from tests.support.rows import count_rows
 from webhooks.infra.config import Settings
 from webhooks.infra.db import open_pool
 from webhooks.traffic import samples
@@ -119,7 +120,7 @@ def _kill_worker(db, server: Gunicorn, worker: int, backend: int, timeout: float
 
 
 def _fulfilments_of(db, payment_id: str) -> int:
-    return db.execute("SELECT count(*) FROM fulfilments WHERE payment_id = %s", [payment_id]).fetchone()[0]
+    return count_rows(db, "fulfilments", "payment_id = %s", [payment_id])
 
 
 def _failures_of(db, event_id: str) -> list[str]:

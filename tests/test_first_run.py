@@ -14,8 +14,8 @@ from packaging.requirements import Requirement
 
 from tests.conftest import ROOT
 
-BROWSER_TEST = "tests/test_admin.py::test_headless_chromium_renders_the_page_within_1280_px"
-FRONT_TEST = "tests/test_front.py::test_an_endless_request_head_is_refused_at_once"
+BROWSER_TEST = "tests/web/test_admin.py::test_headless_chromium_renders_the_page_within_1280_px"
+FRONT_TEST = "tests/web/test_front.py::test_an_endless_request_head_is_refused_at_once"
 
 
 def normalised(name: str) -> str:
@@ -87,7 +87,7 @@ def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tm
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "bin/test: chromium not found, so the /admin browser test is skipped" in ran.stderr
-    assert re.search(r"SKIPPED \[1\] tests/test_admin.py:\d+: chromium not found", ran.stdout)
+    assert re.search(r"SKIPPED \[1\] tests/web/test_admin.py:\d+: chromium not found", ran.stdout)
 
 
 def test_ci_requires_the_browser_so_its_absence_fails_there(tmp_path):

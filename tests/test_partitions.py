@@ -1,7 +1,7 @@
 """Network partitions between the service and PostgreSQL, and between the outbox worker and PostgreSQL.
 
-The service and the worker each run on a host of their own (tests/hosts.py,
-tests/netns.py). During a duplicate storm their links to the database are
+The service and the worker each run on a host of their own (tests/support/hosts.py,
+tests/support/netns.py). During a duplicate storm their links to the database are
 cut at random moments, and once exactly while deliveries' statements are in
 flight with only the database's answers dropped: the COMMIT (or the
 payment's one statement, its own transaction) reaches the server and
@@ -30,15 +30,19 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict
 
-from tests import hosts, netns
 from tests.conftest import scripted_event, signed_headers
-from tests.downstream import wait_until
-from tests.hosts import Storm
-from tests.reliability import sized
+from tests.support import hosts, netns
+from tests.support.downstream import wait_until
+from tests.support.hosts import Storm
+from tests.support.reliability import sized
+from tests.support.rows import count_rows
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
+
+# Hosts of their own (ip netns, as root) and a PostgreSQL server of their own.
+pytestmark = pytest.mark.system
 
 # The CI run gives a silent database up sooner than the default (10 s), so that its cuts outlast it.
 DEAD_PEER_S = sized(3.0, Settings.db_dead_peer_s)
@@ -51,10 +55,7 @@ JITTER_S = 0.5
 # new one made (connect_timeout, 2 s), a retry's wait, and a busy machine's slack.
 RECOVERY_BOUND_S = DEAD_PEER_S + 2 + 3
 
-_IN_FLIGHT = """
-SELECT count(*) FROM pg_stat_activity
-WHERE client_addr = %s AND state = 'active' AND backend_type = 'client backend'
-"""
+_IN_FLIGHT = "client_addr = %s AND state = 'active' AND backend_type = 'client backend'"
 
 
 def test_connections_give_up_a_silent_database_within_the_dead_peer_time_unless_the_url_says_otherwise():
@@ -87,7 +88,7 @@ def site():
 def _in_flight(conn: psycopg.Connection, host: netns.Host, timeout: float = 10.0) -> None:
     """Until a statement of `host`'s is running on the server."""
     deadline = time.monotonic() + timeout
-    while conn.execute(_IN_FLIGHT, [host.address]).fetchone()[0] == 0:
+    while count_rows(conn, "pg_stat_activity", _IN_FLIGHT, [host.address]) == 0:
         assert time.monotonic() < deadline, "no statement of the service's in flight"
 
 
@@ -160,10 +161,7 @@ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
 CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON fulfilments
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
 """
-_RUNNING = """
-SELECT count(*) FROM pg_stat_activity
-WHERE client_addr = %s AND state = 'active' AND query LIKE %s
-"""
+_RUNNING = "client_addr = %s AND state = 'active' AND query LIKE %s"
 
 
 def _post(url: str, evt: dict) -> tuple[int | None, float]:
@@ -183,7 +181,7 @@ def _cut_while(conn, host: netns.Host, query: str, directions: tuple[str, ...], 
     """
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(_post, url, evt)
-        wait_until(lambda: conn.execute(_RUNNING, [host.address, query]).fetchone()[0], 15, query)
+        wait_until(lambda: count_rows(conn, "pg_stat_activity", _RUNNING, [host.address, query]), 15, query)
         host.cut(*directions)
         answer = first.result(timeout=60)
     host.restore()
@@ -221,7 +219,7 @@ def test_a_delivery_whose_database_falls_silent_answers_503_and_its_retry_fulfil
     with site.connect() as conn:
         conn.execute(_SLOW_COMMIT)
         (status, seconds), retried = _cut_while(conn, host, running[0], directions, service.url, evt)
-        (fulfilled,) = conn.execute("SELECT count(*) FROM fulfilments").fetchone()
+        fulfilled = count_rows(conn, "fulfilments")
     # Whether or not it committed, its outcome was unknown: a 5xx, so that the provider retries.
     assert status == 503 and seconds <= DEAD_PEER_S + 3, (status, seconds)
     assert (retried.headers.get("Idempotent-Replayed") == "true") == replayed

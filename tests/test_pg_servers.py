@@ -1,4 +1,4 @@
-"""tests/pg_servers.py starts what the failover and partition tests rely on."""
+"""tests/support/pg_servers.py starts what the failover and partition tests rely on."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import time
 import psycopg
 import pytest
 
-from tests import pg_servers
-from tests.downstream import wait_until
-from tests.pg_servers import Cluster, multi_host_url
+from tests.support import pg_servers
+from tests.support.downstream import wait_until
+from tests.support.pg_servers import Cluster, multi_host_url
+from tests.support.rows import count_rows
+
+# PostgreSQL servers of its own, started as the postgres user (root).
+pytestmark = pytest.mark.system
 
 
 @pytest.fixture
@@ -55,7 +59,7 @@ def test_a_synchronous_standby_has_every_commit_the_primary_acknowledged(cluster
         conn.execute("INSERT INTO t SELECT generate_series(1, 100)")
     # remote_apply: acknowledged means visible on the standby, with no wait.
     with replica.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 100
+        assert count_rows(conn, "t") == 100
 
 
 def test_a_replica_behind_a_link_sees_a_commit_no_sooner_than_the_delay(cluster):
@@ -67,8 +71,6 @@ def test_a_replica_behind_a_link_sees_a_commit_no_sooner_than_the_delay(cluster)
     with primary.connect() as conn, replica.connect() as standby:
         conn.execute("INSERT INTO t VALUES (1)")
         committed = time.monotonic()
-        assert standby.execute("SELECT count(*) FROM t").fetchone()[0] == 0
-        wait_until(
-            lambda: standby.execute("SELECT count(*) FROM t").fetchone()[0] == 1, 10, "the row replicated"
-        )
+        assert count_rows(standby, "t") == 0
+        wait_until(lambda: count_rows(standby, "t") == 1, 10, "the row replicated")
         assert time.monotonic() - committed >= 0.2

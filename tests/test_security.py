@@ -15,8 +15,8 @@ import stripe._webhook
 from psycopg.conninfo import make_conninfo
 
 from tests.conftest import OTHER_SECRET, ROOT, SECRET, scripted_event, terminate_backends
-from tests.hostile import CATALOGUE, send, signed
-from tests.provider import Provider
+from tests.support.hostile import CATALOGUE, send, signed
+from tests.support.provider import Provider
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 

@@ -3,13 +3,18 @@
 Every web process is stateless, so hosts add up: a duplicate storm sent to
 both service hosts at once, every event's copies racing across them, ends
 with each event completed once, each payment fulfilled once and each
-shipped payment's job delivered by one of the two workers (tests/hosts.py).
+shipped payment's job delivered by one of the two workers (tests/support/hosts.py).
 `python -m bench.hosts` runs the same at full size for docs/benchmark.md.
 """
 
 from __future__ import annotations
 
-from tests import hosts
+import pytest
+
+from tests.support import hosts
+
+# Hosts of their own (ip netns, as root) and a PostgreSQL server of their own.
+pytestmark = pytest.mark.system
 
 
 def test_a_storm_across_two_hosts_and_two_workers_takes_effect_once_and_ships_every_payment():

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from tests import conftest
-from tests.downstream import Downstream, Worker, wait_until
 from tests.support.commands import command
 from tests.support.dead_letters import dead_letter, status_of
+from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks.core import outbox
 
 

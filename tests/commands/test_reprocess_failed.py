@@ -16,7 +16,7 @@ from webhooks.traffic import samples
 
 @pytest.fixture
 def reprocess(database_url):
-    def run(*argv: str, modules: str = "tests.handlers"):
+    def run(*argv: str, modules: str = "tests.support.handlers"):
         return command(
             "events", "reprocess", *argv, DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES=modules
         )

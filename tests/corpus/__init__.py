@@ -1,4 +1,4 @@
-"""What the providers publish, trimmed to what tests/test_provider_corpus.py needs (README.md).
+"""What the providers publish, trimmed to what tests/providers/test_provider_corpus.py needs (README.md).
 
 The Stripe event types are read from the installed `stripe` package, each
 type's object from Stripe's own fixtures3.json by the object name the type

@@ -2,7 +2,7 @@
 
     python -m tests.corpus.regenerate STRIPE_FIXTURES3_JSON OCTOKIT_PACKAGE_DIR SHOPIFY_FIXTURES_DIR
 
-Keeps only what tests/test_provider_corpus.py reads: the fixtures3.json
+Keeps only what tests/providers/test_provider_corpus.py reads: the fixtures3.json
 resources that the event types of the installed `stripe` package carry, the
 api.github.com examples of @octokit/webhooks-examples, and Shopify's order
 and refund samples.

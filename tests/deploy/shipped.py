@@ -7,9 +7,8 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 from tests.conftest import ROOT
+from tests.support import machine
 
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 ALERT_TESTS = ROOT / "tests" / "deploy" / "alerts_test.yml"
@@ -26,10 +25,8 @@ def tool(name: str, package: str, require: str) -> str:
     found = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin"]))
     if found:
         return found
-    message = f"{name} not found: apt-get install {package} (.ci/run does) to check the shipped files"
-    if os.environ.get(require):
-        pytest.fail(message)
-    pytest.skip(message)
+    missing = f"{name} not found: apt-get install {package} (.ci/run does) to check the shipped files"
+    machine.lacking(require, missing)
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, front  # noqa: F401 (fixture)
-from tests.front import signed_delivery
+from tests.support.front import signed_delivery
 from webhooks.commands.serve import nginx_binary
 from webhooks.infra.config import Settings
 

@@ -8,14 +8,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+# What a process started with `inherit=False` sees besides its settings: no
+# stray STRIPE_API_KEY or DATABASE_URL from the shell running the tests.
+PLAIN_PATH = "/usr/bin:/bin"
 
 
-def command(*argv, cwd=ROOT, **env) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+def command(
+    *argv: str, cwd: Path = ROOT, module: str = "webhooks", inherit: bool = True, **env: str
+) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGV` with `env` over the tests' environment, or over a plain PATH alone."""
+    base = os.environ if inherit else {"PATH": PLAIN_PATH}
     return subprocess.run(
-        [sys.executable, "-m", "webhooks", *argv],
+        [sys.executable, "-m", module, *argv],
         cwd=cwd,
-        env=full_env,
+        env={**base, "PYTHONPATH": str(ROOT), **env},
         capture_output=True,
         text=True,
         timeout=120,

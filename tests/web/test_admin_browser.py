@@ -50,7 +50,7 @@ def no_policy_refusals(page: Page) -> None:
 @pytest.mark.system
 def test_clicking_reprocess_on_a_failed_event_completes_it(browser_page, front, db):
     server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
-    # Its handler fails on the first attempt and succeeds on the next (tests/handlers.py).
+    # Its handler fails on the first attempt and succeeds on the next (tests/support/handlers.py).
     evt = scripted_event(fail_attempts=1)
     assert deliver(server, evt) == 500
     assert outcome(db, evt["id"]) is None

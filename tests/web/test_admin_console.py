@@ -56,7 +56,7 @@ def test_the_lists_link_each_event_to_its_page(admin_client):
     # In the failed events and in the recent events.
     assert html.count(link) == 2
     detail = page(admin_client, f"/admin/events/stripe/{evt['id']}")
-    assert "ScriptedFailure: scripted failure 1" in detail and "tests.handlers.scripted" in detail
+    assert "ScriptedFailure: scripted failure 1" in detail and "tests.support.handlers.scripted" in detail
     assert 'id="reprocess"' in detail
 
 

@@ -7,7 +7,7 @@ breaks its kind's schema (an order without an amount) raises `InvalidJob`
 inside the delivery's transaction, which then commits nothing: the delivery
 answers 500, is recorded as a failure, and is retried, instead of a
 receiver acting on it. A kind with no schema (a shop's own handler's, named
-by a plain string) is written as given; tests/test_job_schemas.py holds
+by a plain string) is written as given; tests/core/test_job_schemas.py holds
 every kind the service writes to having one. The validator is jsonschema-rs,
 chosen by `python -m bench.jobs` (it compiles each schema once; it is the
 fastest of the maintained validators measured there, and speaks the

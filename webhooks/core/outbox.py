@@ -42,7 +42,7 @@ DEAD = "failed"
 # insert itself (docs/benchmark.md, "Outbox job written by our own statement").
 # The function (outbox.sql) writes the row and log entry pgqueuer writes,
 # with this module's ENTRYPOINT and headers, so its worker consumes them
-# unchanged (tests/test_outbox.py); the one-statement payment delivery
+# unchanged (tests/worker/test_outbox.py); the one-statement payment delivery
 # enqueues through it too.
 _ENQUEUE = "SELECT webhooks_enqueue(p_kind => %(kind)s, p_payload => %(payload)s::jsonb, p_key => %(key)s)"
 

@@ -1,7 +1,7 @@
 -- An outbox job (outbox.enqueue), as pgqueuer's own enqueue with
 -- on_conflict="skip" writes it: the row and its log entry. The entrypoint
 -- and header names are outbox.py's ENTRYPOINT, KEY_HEADER and KIND_HEADER
--- (tests/test_sql_rules.py holds them to it). True when a job was written;
+-- (tests/core/test_sql_rules.py holds them to it). True when a job was written;
 -- false when the same key is still pending. Inside a claim's transaction
 -- the job's headers also name its event (webhooks_claim, ledger.sql); jobs
 -- enqueued outside one (the access sweep) name none. Re-applied by every

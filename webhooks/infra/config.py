@@ -186,7 +186,7 @@ def _version_range(raw: str) -> tuple[str, str]:
 # The API version the installed stripe library is generated from and sends:
 # the newest whose shapes the handlers are known to read. Read from the
 # library, never copied, so upgrading it moves the range and the pin with it;
-# tests/test_api_version.py fails until Stripe's changelog up to it is
+# tests/domains/stripe/test_api_version.py fails until Stripe's changelog up to it is
 # reviewed (docs/events.md, "API versions and payload shapes").
 STRIPE_LIBRARY_API_VERSION: str = stripe.api_version
 

@@ -6,7 +6,7 @@ neither shows what a database holds. This module migrates a scratch schema
 `pg_dump --schema-only`, and normalises the dump so that it is the same on
 every run and machine: no version banner or session settings, no owners or
 grants, and no trace of the scratch schema's name. `python -m webhooks db
-schema` writes it; tests/test_schema.py fails when it and the migrations
+schema` writes it; tests/infra/test_schema.py fails when it and the migrations
 disagree.
 
 PostgreSQL 15 is the stack's server (docs/contract.md); another major
@@ -41,7 +41,7 @@ _HEADER = f"""\
 -- The schema a fresh `python -m webhooks migrate` makes: migrations/*.sql,
 -- then the rule files (webhooks/**/*.sql). Written by `python -m webhooks db
 -- schema` from PostgreSQL {PG_MAJOR}'s pg_dump --schema-only; do not edit it by
--- hand. tests/test_schema.py fails when the migrations and this file disagree.
+-- hand. tests/infra/test_schema.py fails when the migrations and this file disagree.
 """
 # Each object pg_dump writes starts with this comment.
 _ENTRY = re.compile(r"^--\n-- Name: (.*); Type: (.*); Schema: .*; Owner: .*\n--\n", re.MULTILINE)

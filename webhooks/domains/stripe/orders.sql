@@ -4,7 +4,7 @@
 -- (webhooks_deliver_payment_succeeded), so it costs one statement; the
 -- handlers call webhooks_payment_succeeded inside their own transaction,
 -- so each rule is written once. The outcome words and job kinds written
--- here are orders.py's and core/outcomes.py's (tests/test_sql_rules.py
+-- here are orders.py's and core/outcomes.py's (tests/core/test_sql_rules.py
 -- holds them to it).
 
 -- A job that tells the shop about a payment, keyed by the payment. The

@@ -1,0 +1,146 @@
+"""The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bench import outbox, pgbench, profile, run
+from tests.conftest import ROOT
+from tests.support.rows import count_rows
+from webhooks.core import outbox as webhooks_outbox
+
+
+def test_pgbench_script_repeats_the_services_transactions_for_new_payments(database_url, db):
+    outcome = pgbench.run(database_url, clients=2, seconds=2)
+    assert outcome.deliveries_per_s > 0
+    # The floor's database half: read from pgbench's own backends while they ran.
+    assert outcome.postgres_cpu_us > 0
+    outcomes = dict(
+        db.execute(
+            "SELECT outcome, count(*) FROM webhook_events WHERE status = 'completed' GROUP BY 1"
+        ).fetchall()
+    )
+    # Every run of the script is one more payment: its session fulfils it,
+    # its payment intent finds it fulfilled, its charge has no handler.
+    payments = outcomes["fulfilled"]
+    assert payments > 1
+    assert outcomes == {"fulfilled": payments, "already_fulfilled": payments, "ignored": payments}
+    assert count_rows(db, "webhook_events") == 3 * payments
+    assert db.execute("SELECT count(*), count(DISTINCT payment_id) FROM fulfilments").fetchone() == (
+        payments,
+        payments,
+    )
+
+
+def test_the_ceiling_is_recorded_with_the_services_handlers_in_a_process_of_its_own(database_url):
+    """`python -m bench` records in its own process, where nothing but the bench has run.
+
+    In this test process conftest has built the web app; a recorder that
+    relied on that would replay a payment's events as ignored claims.
+    """
+    recorded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bench import pgbench; print(pgbench.script(pgbench.record(sys.argv[1])))",
+            database_url,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout.count("webhooks_deliver_payment_succeeded") == 2  # the session's and the intent's
+
+
+def test_profile_counts_threads_waiting_for_work_apart_from_work(tmp_path):
+    stacks = tmp_path / "service.stacks"
+    stacks.write_text(
+        "process 1;_worker (concurrent/futures/thread.py:81) 6\n"
+        "process 1;run (gunicorn/workers/gthread.py:426);EpollSelector.select (selectors.py:468) 2\n"
+        "process 1;execute (psycopg/cursor.py:97);Connection.wait (psycopg/connection.py:495) 1\n"
+        "process 1;serve (webhooks/web/app.py:70);verify (webhooks/providers/stripe.py:60) 1\n"
+    )
+    assert profile.summary(stacks).splitlines()[2:] == [
+        "| waiting for work (thread pool, event loop)        | 80.0% |",
+        "| waiting (database answer, pool)                   | 10.0% |",
+        "| webhooks                                          | 10.0% |",
+    ]
+
+
+def test_profile_without_a_row_it_records_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit:
+        run.parse_args(["--rows", "seed", "--profile", "/tmp/unused.stacks"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m bench: error: --profile records one of the rows service, wrk_service: none is in --rows"
+    )
+
+
+def test_the_outbox_drain_times_every_job_of_a_backlog_to_the_receiver(database_url, tmp_path):
+    with outbox.running(database_url, 1, "whsec_test_bench", tmp_path) as running:
+        done = running.drain(200)
+    assert (done.jobs, done.arrived) == (200, 200)
+    assert done.posts >= done.arrived
+    # Each job is timed from the backlog's one commit to its own arrival.
+    assert len(done.latencies_s) == 200 and 0 < done.latencies_s[-1] <= done.seconds
+
+
+def test_the_notify_row_puts_pgqueuers_trigger_back_only_for_its_block(database_url, db):
+    db.execute("LISTEN ch_pgqueuer")
+    mine = db.info.backend_pid  # the channel is the database's: other schemas' tests notify on it too
+
+    def notified() -> int:
+        return sum(1 for n in db.notifies(timeout=1.0) if n.pid == mine)
+
+    with pgbench.notify_trigger(database_url):
+        webhooks_outbox.enqueue(db, "test.effect", {}, "key-notified")
+        assert notified() == 1
+    webhooks_outbox.enqueue(db, "test.effect", {}, "key-silent")
+    assert notified() == 0
+
+
+def _sweep_round(k1: dict[int, float], k4: dict[int, float]) -> dict[str, run.Measure]:
+    return {
+        **{run._swept("wrk_service", n): run.Measure(rate, rate, 1.0) for n, rate in k1.items()},
+        **{run._swept("wrk_service_dup", n): run.Measure(rate, 4 * rate, 1.0) for n, rate in k4.items()},
+    }
+
+
+def test_the_sweep_prints_each_workers_share_against_the_fewest_in_the_same_round(monkeypatch):
+    # Only the table is drawn: nothing runs wrk, so a machine without it passes too.
+    monkeypatch.setattr(run.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    args = run.parse_args(["--sweep-workers", "4,1,2", "--rounds", "2"])
+    assert args.sweep_workers == [1, 2, 4] and args.rows == ["wrk_service", "wrk_service_dup"]
+    rounds = [
+        _sweep_round({1: 100, 2: 200, 4: 300}, {1: 50, 2: 100, 4: 200}),
+        # A slower round: its ratios are its own, not against the first round's.
+        _sweep_round({1: 50, 2: 100, 4: 150}, {1: 25, 2: 50, 4: 100}),
+    ]
+    lines = run.render_sweep(args, rounds).splitlines()
+    cells = [[cell.strip() for cell in line.strip("|").split("|")][:5] for line in lines[2:5]]
+    assert cells == [
+        ["1", "75", "100 %", "38", "100 %"],
+        ["2", "150", "100 %", "75", "100 %"],
+        ["4", "225", "75 %", "150", "100 %"],
+    ]
+
+
+COUNTS = "give numbers of workers, such as 1,2,4"
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["--sweep-workers", "1,2", "--rows", "seed"], "--sweep-workers runs its own rows: leave out --rows"),
+        (["--sweep-workers", "1,x"], f"argument --sweep-workers: '1,x': {COUNTS}"),
+        (["--sweep-workers", "0,2"], f"argument --sweep-workers: '0,2': {COUNTS}"),
+    ],
+)
+def test_a_bad_sweep_is_refused_in_one_line(capsys, argv, error):
+    with pytest.raises(SystemExit) as exit:
+        run.parse_args(argv)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m bench: error: {error}"

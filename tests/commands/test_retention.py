@@ -1,0 +1,131 @@
+"""`python -m webhooks prune`: old ledger rows go, fulfilments and exactly-once stay."""
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from tests import conftest
+from tests.conftest import load_json, post_event, scripted_event, table_counts
+from tests.support.rows import count_rows
+from webhooks import commands as cli
+from webhooks.commands import prune as retention
+from webhooks.traffic import samples
+
+
+@pytest.fixture
+def prune(database_url, monkeypatch):
+    for name, value in conftest.service_env(database_url).items():
+        monkeypatch.setenv(name, value)
+
+    def run(*argv, **env) -> tuple[int, str, str]:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(["prune", *argv])
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+def age(db, days: int) -> None:
+    """Make everything stored so far `days` old."""
+    db.execute("UPDATE webhook_events SET received_at = now() - make_interval(days => %s)", [days])
+    db.execute("UPDATE webhook_failures SET failed_at = now() - make_interval(days => %s)", [days])
+
+
+@pytest.mark.parametrize("window", ["2d", "71h", "30m"])
+def test_a_window_inside_the_retry_horizon_is_refused(prune, client, db, window):
+    post_event(client, samples.payment_events()[1])
+    age(db, 1)
+    code, _, err = prune("--older-than", window)
+    assert code == 2 and "retry horizon" in err
+    assert table_counts(db)["webhook_events"] == 1
+
+
+def test_force_prunes_inside_the_retry_horizon(prune, client, db):
+    post_event(client, samples.payment_events()[1])
+    age(db, 1)
+    assert prune("--older-than", "12h", "--force")[0] == 0
+    assert table_counts(db)["webhook_events"] == 0
+
+
+def test_old_rows_go_in_batches_new_rows_and_fulfilments_stay(prune, client, db):
+    for evt in samples.payment_events() + [scripted_event(fail_attempts=9)]:
+        post_event(client, evt)
+    age(db, 40)
+    recent = samples.payment_events()[1]
+    post_event(client, recent)
+    before = table_counts(db)
+    assert before == {"webhook_events": 4, "webhook_failures": 1, "fulfilments": 2}
+
+    code, out, _ = prune("--older-than", "30d", "--batch-size", "2")
+    assert code == 0
+    assert "webhook_events=3 webhook_failures=1" in out
+    assert table_counts(db) == {"webhook_events": 1, "webhook_failures": 0, "fulfilments": 2}
+    [(kept,)] = db.execute("SELECT event_id FROM webhook_events").fetchall()
+    assert kept == recent["id"]
+
+
+def test_a_duplicate_after_prune_is_still_fulfilled_only_once(prune, client, db):
+    checkout, intent, _ = samples.payment_events()
+    assert load_json(post_event(client, intent))["outcome"] == "fulfilled"
+    age(db, 40)
+    assert prune("--older-than", "30d")[0] == 0
+    assert table_counts(db)["webhook_events"] == 0
+
+    # The ledger forgot the event, so a late resend claims it again, and a
+    # sibling event of the same payment arrives: the payment index answers both.
+    again = post_event(client, intent)
+    sibling = post_event(client, checkout)
+    assert (again.status_code, load_json(again)["outcome"]) == (200, "already_fulfilled")
+    assert (sibling.status_code, load_json(sibling)["outcome"]) == (200, "already_fulfilled")
+    assert table_counts(db)["fulfilments"] == 1
+    jobs = count_rows(db, "pgqueuer")
+    assert jobs == 1  # and no second side effect was enqueued
+
+
+def test_configured_fields_are_redacted_from_old_payloads_once(prune, client, db):
+    checkout = samples.payment_events()[0]
+    failing = scripted_event(fail_attempts=9, customer_details={"email": "jenny@example.com"})
+    post_event(client, checkout)
+    post_event(client, failing)
+    age(db, 10)
+
+    code, out, _ = prune(
+        "--older-than",
+        "30d",
+        "--redact-older-than",
+        "7d",
+        WEBHOOK_REDACT_FIELDS="customer_details,email",
+    )
+    assert code == 0 and "redacted webhook_events=1 webhook_failures=1" in out
+    for table in ("webhook_events", "webhook_failures"):
+        [(payload,)] = db.execute(f"SELECT payload FROM {table}").fetchall()
+        obj = json.loads(payload)["data"]["object"]
+        assert obj["customer_details"] == retention.REDACTED
+        assert "jenny" not in payload
+    # Everything else is intact, so `events show` and `reprocess` still work.
+    [(payload,)] = db.execute("SELECT payload FROM webhook_events").fetchall()
+    assert json.loads(payload)["id"] == checkout["id"]
+    assert json.loads(payload)["data"]["object"]["amount_total"] == 3000
+
+    code, out, _ = prune("--older-than", "30d", WEBHOOK_REDACT_FIELDS="customer_details")
+    assert "redacted webhook_events=0 webhook_failures=0" in out
+
+
+def test_without_configured_fields_nothing_is_redacted(prune, client, db):
+    post_event(client, samples.payment_events()[0])
+    age(db, 10)
+    code, out, _ = prune("--older-than", "30d")
+    assert code == 0 and "redacted" not in out
+    [(payload,)] = db.execute("SELECT payload FROM webhook_events").fetchall()
+    assert "jenny.rosen@example.com" in payload
+
+
+def test_redact_walks_nested_objects_and_lists():
+    payload = json.dumps({"a": [{"email": "x@y"}, {"b": {"email": "z@y", "keep": 1}}]})
+    redacted = json.loads(retention.redact(payload, frozenset({"email"})))
+    assert redacted == {"a": [{"email": "[redacted]"}, {"b": {"email": "[redacted]", "keep": 1}}]}

@@ -1,0 +1,13 @@
+"""How many rows a table holds, where a condition holds: the count most assertions make."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def count_rows(conn, table: str, where: str = "TRUE", params: Sequence[object] = ()) -> int:
+    """`SELECT count(*) FROM table WHERE where`, with `params` bound to the condition's placeholders.
+
+    `table` and `where` are the test's own SQL text, never data: values go in `params`.
+    """
+    return conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]

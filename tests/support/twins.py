@@ -1,0 +1,34 @@
+"""A second service on a second migrated schema, to compare two deliveries of the same events.
+
+Event and object ids are unique across Stripe, so one schema cannot take the
+same events twice as two independent runs: the ledger replays the second.
+Import the fixture into a test module: `from tests.support.twins import twin  # noqa: F401`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+
+from tests.conftest import migrated_schema, service_env
+from webhooks.infra.config import Settings
+from webhooks.web.app import create_app
+
+
+@dataclass
+class Twin:
+    app: object
+    client: object
+    db: psycopg.Connection
+
+
+@pytest.fixture
+def twin(server_url: str):
+    with migrated_schema(server_url) as url, psycopg.connect(url, autocommit=True) as db:
+        app = create_app(Settings.from_env(service_env(url, WEBHOOK_POOL_MAX_SIZE=40)))
+        try:
+            yield Twin(app, app.test_client(), db)
+        finally:
+            app.extensions["webhooks.pool"].close()
