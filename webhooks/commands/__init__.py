@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from webhooks.infra.config import Process
 from webhooks.infra.logs import configure as configure_logging
 
 from . import (
@@ -61,5 +61,5 @@ def main(argv: list[str] | None = None) -> int:
 
 def _logged(args: argparse.Namespace) -> int:
     # Before anything logs: JSON lines, short tracebacks, no locals (so no payloads).
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    configure_logging(Process.from_env().log_level)
     return args.func(args)
