@@ -16,7 +16,7 @@ import sys
 from webhooks.bootstrap import PROVIDERS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
-from webhooks.traffic import audit, github, report, sender, shopify, standard, stripe
+from webhooks.traffic import audit, github, plugin, report, sender, shopify, standard, stripe
 from webhooks.web import startup
 
 from . import sending
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"loadtest: no traffic for provider {args.provider}: add one (webhooks/traffic/plugin.py)"
         )
-    sent = traffic.events(args.events)
+    # Marked as test traffic: a worker running beside the service sends none of their jobs.
+    sent = plugin.marked(traffic.events(args.events))
     url = sending.url(args)
     result = sender.deliver(
         url,
