@@ -130,9 +130,7 @@ def _backfill(args: argparse.Namespace) -> int:
         print(f"backfill: {exc}", file=sys.stderr)
         return 2
     except stripe_api.ApiFailed as exc:
-        print(
-            f"backfill: listing events failed after retries ({exc}); nothing applied, rerun", file=sys.stderr
-        )
+        print(f"backfill: {exc}; nothing applied", file=sys.stderr)
         return 2
     return (_dry_run if args.dry_run else _apply_all)(settings, events)
 
