@@ -16,8 +16,6 @@ webhooks/domains/stripe/lookups.py).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -149,7 +147,7 @@ def _reconcile(args: argparse.Namespace) -> int:
         print(f"reconcile: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps([dataclasses.asdict(d) for d in drifts], indent=2))
+        table.print_json(drifts)
     elif drifts:
         rows = [[d.kind, d.drift, d.id, d.account or "-", d.detail] for d in drifts]
         print(table.render(["kind", "drift", "id", "account", "detail"], rows))
@@ -165,5 +163,5 @@ def register(commands) -> None:
     reconcile.add_argument(
         "--since", type=durations.instant, required=True, help="a span back from now (7d) or an ISO time"
     )
-    reconcile.add_argument("--json", action="store_true", help="the drift as JSON")
+    table.add_json(reconcile)
     reconcile.set_defaults(func=_reconcile)
