@@ -19,7 +19,7 @@ from webhooks.infra.db import database_url
 from webhooks.traffic import audit, github, plugin, report, sender, shopify, standard, stripe
 from webhooks.web import startup
 
-from . import sending
+from . import progress, sending
 from .errors import CommandError
 
 # Each provider's traffic, all alike (webhooks/traffic/plugin.py).
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         args.concurrency,
         jitter_s=args.jitter_ms / 1000,
         retry=sender.Retry(budget=args.retry_budget),
-        progress=sys.stderr.isatty(),
+        progress=progress.watched(),
         provider=args.provider,
     )
     if not result.accepted:

@@ -27,7 +27,7 @@ from webhooks.domains.stripe.objects import LOOKUPS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
-from . import durations, table
+from . import durations, progress, table
 from . import reconcile_local as local
 
 MISSING_LOCALLY, MISSING_AT_STRIPE, STATE_DIFFERS = "missing_locally", "missing_at_stripe", "state_differs"
@@ -53,9 +53,10 @@ def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str,
     window = {"gte": int(since.timestamp())}
     for account in stripe_api.accounts(settings):
         for kind, listing in _LISTED:
-            for obj in stripe_api.list_all(
+            objects = stripe_api.list_all(
                 api, listing.path, account=account, created=window, **listing.filters
-            ):
+            )
+            for obj in progress.bar(objects, desc=f"listing {listing.path}", unit=" objects"):
                 key = listing.local_id(obj)
                 if key:
                     expected[kind][key] = (account or "", obj)
