@@ -448,19 +448,21 @@ class Settings:
         (_RELATIONS): a value no delivery could succeed with stops the
         process before it serves.
         """
-        env = os.environ if env is None else env
-        settings = cls(
-            **{
-                name: _parsed(variable, parse, env[variable])
-                for name, (variable, parse) in _FROM_ENV.items()
-                if env.get(variable)
-            }
-        )
+        settings = cls(**_read(_FROM_ENV, os.environ if env is None else env))
         for check in _RELATIONS:
             wrong = check(settings)
             if wrong:
                 raise SettingError(wrong)
         return settings
+
+
+def _read(table: Mapping[str, tuple[str, Callable[[str], Any]]], env: Mapping[str, str]) -> dict[str, Any]:
+    """field -> value for each variable of `table` set and not empty in `env`."""
+    return {
+        name: _parsed(variable, parse, env[variable])
+        for name, (variable, parse) in table.items()
+        if env.get(variable)
+    }
 
 
 def _parsed(variable: str, parse: Callable[[str], Any], raw: str) -> Any:
@@ -603,14 +605,7 @@ class Process:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Process:
-        env = os.environ if env is None else env
-        return cls(
-            **{
-                name: _parsed(variable, parse, env[variable])
-                for name, (variable, parse) in _PROCESS_FROM_ENV.items()
-                if env.get(variable)
-            }
-        )
+        return cls(**_read(_PROCESS_FROM_ENV, os.environ if env is None else env))
 
 
 _PROCESS_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
