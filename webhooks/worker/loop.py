@@ -111,8 +111,12 @@ async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: 
 
 
 def _from_test_traffic(service: bootstrap.Service, job: Job) -> bool:
-    with connection(service.pool.get()) as conn:
-        return outbox.from_test_traffic(conn, dict(job.headers or {}))
+    """Whether a load test's event enqueued the job; a database that cannot say is a retry, never a send."""
+    try:
+        with connection(service.pool.get()) as conn:
+            return outbox.from_test_traffic(conn, dict(job.headers or {}))
+    except psycopg.Error as exc:  # the pool's timeout included
+        raise DeliveryFailed(f"cannot tell whether a load test made it: {public_message(exc)}"[:500]) from exc
 
 
 async def deliver(service: bootstrap.Service, http: aiohttp.ClientSession, url: str, job: Job) -> None:
