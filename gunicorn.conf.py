@@ -7,20 +7,24 @@ front's folder. Alone, it listens on HOST:PORT, which is only safe behind a
 router that buffers requests itself (README, "Serving").
 """
 
-import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from webhooks.infra import embedded, privilege
-from webhooks.infra.config import Settings
+from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.infra.logs import configure as configure_logging
 from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
 
+# Every setting checked before gunicorn starts anything: a bad one is one line and exit 1.
+try:
+    _settings, _process = serving()
+except SettingError as exc:
+    sys.exit(f"error: {exc}")
 # The master's own lines (a user made, a folder opened) as the workers' JSON lines.
-configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
-_settings = Settings.from_env()
+configure_logging(_process.log_level)
 # Started as root, the master stays root and the workers run as the
 # service's user (webhooks/infra/privilege.py); post_fork sets their groups.
 _account = privilege.service_account(_settings) if privilege.as_root() else None
@@ -41,12 +45,12 @@ else:
 # a thread and a pooled connection rather than a whole process, and
 # keep-alive saves a connection per delivery. Stock gthread: the front reads
 # each request whole, so no thread ever waits for a slow client.
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
-worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
-threads = int(os.environ.get("GUNICORN_THREADS", "8"))
-# One pooled connection per thread, so a thread never waits for another's.
-os.environ.setdefault("WEBHOOK_POOL_MAX_SIZE", str(threads))
-timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+workers = _process.workers
+worker_class = _process.worker_class
+threads = _process.threads
+# The workers read their pool's size as `serving` settled it (one connection per thread).
+os.environ["WEBHOOK_POOL_MAX_SIZE"] = str(_settings.pool_max_size)
+timeout = _process.timeout_s
 graceful_timeout = 20
 keepalive = GUNICORN_KEEPALIVE_S
 # Stripe's headers are small; refuse anything that is not a webhook early.
@@ -57,7 +61,7 @@ limit_request_field_size = 8190
 control_socket_disable = True
 accesslog = None
 errorlog = "-"
-loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+loglevel = _process.gunicorn_log_level
 # gunicorn's own lines (start, workers booted and exited) as the same JSON
 # lines as ours. A logger class, not logconfig_dict: any logging config
 # makes gunicorn build an access-log line for every request, measured as
@@ -67,7 +71,7 @@ logger_class = "webhooks.infra.logs.GunicornLogger"
 # prometheus-client's multi-process mode: each worker writes its metrics to
 # files here and /metrics adds them up; without it a scrape would see only the
 # one worker that answered. Set before any worker imports prometheus_client.
-if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+if not _process.metrics_dir:
     _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="webhooks-metrics-")
     if _account:
         os.chown(_OWN_METRICS_DIR, _account.uid, _account.gid)

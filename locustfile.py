@@ -21,7 +21,7 @@ from locust import FastHttpUser, constant, events, task
 from webhooks.infra.config import Settings
 from webhooks.providers import Outgoing
 from webhooks.providers.stripe import NAME
-from webhooks.traffic import audit, checker, sender, signing
+from webhooks.traffic import audit, checker, plugin, sender, signing
 from webhooks.traffic import stripe as stripe_traffic
 
 DUPLICATES = int(os.environ.get("LOADTEST_DUPLICATES", "4"))
@@ -34,7 +34,9 @@ answers: list[checker.Answer] = []  # every attempt's answer, for the history ch
 
 def _deliveries():
     while True:
-        yield from (delivery for delivery in stripe_traffic.events(3) for _ in range(DUPLICATES))
+        yield from (
+            delivery for delivery in plugin.marked(stripe_traffic.events(3)) for _ in range(DUPLICATES)
+        )
 
 
 _next_delivery = _deliveries()

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from webhooks import bootstrap
-from webhooks.infra.config import Settings
+from webhooks.infra.config import Process, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -46,7 +46,9 @@ def process_variables() -> set[str]:
     )
     sources = [ROOT / "gunicorn.conf.py", ROOT / "wsgi.py", *sorted((ROOT / "webhooks").rglob("*.py"))]
     found = {match[1] for path in sources for match in read.finditer(path.read_text())}
-    return found - SYSTEM_VARIABLES
+    env = _Recording()
+    Process.from_env(env)
+    return (found | env.asked) - SYSTEM_VARIABLES
 
 
 def documented(section: str) -> set[str]:

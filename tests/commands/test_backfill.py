@@ -102,7 +102,7 @@ def test_a_page_failing_past_the_retries_is_reported_and_nothing_applied(stand_i
     stand_in.fail(lambda path, query: "starting_after" in query, times=3)
     assert cli.main(["backfill", "--since", "72h"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("backfill: listing events failed after retries (GET /v1/events: 500")
+    assert err.startswith("backfill: Stripe's API failed (500) through the retries")
     assert len(err.strip().splitlines()) == 1
     assert effects(db)["webhook_events"] == 0
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
+from webhooks.infra.config import Process
 from webhooks.infra.logs import configure as configure_logging
 
 from . import (
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _import_from_cwd()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not hasattr(args, "extra_args"):
@@ -59,7 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     return errors.run(_logged, args)
 
 
+def _import_from_cwd() -> None:
+    """The shop's handler modules (WEBHOOK_HANDLER_MODULES) are found from the current directory, as
+    `python -m webhooks` finds them: the installed `webhooks` script would look only beside itself."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _logged(args: argparse.Namespace) -> int:
     # Before anything logs: JSON lines, short tracebacks, no locals (so no payloads).
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    configure_logging(Process.from_env().log_level)
     return args.func(args)

@@ -18,8 +18,6 @@ import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 
-from tqdm import tqdm
-
 from webhooks import bootstrap
 from webhooks.core import ingest
 from webhooks.core.events import InvalidEvent
@@ -28,7 +26,7 @@ from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 from webhooks.providers.stripe import NAME, parse
 
-from . import durations, table
+from . import durations, progress, table
 
 RETENTION = timedelta(days=30)
 # A live delivery of the same event holding its claim answers 409: wait for
@@ -51,7 +49,9 @@ def fetch_events(
     filters = {"created": window, **({"types": types} if types else {})}
     found = []
     for account in stripe_api.accounts(settings):
-        newest_first = list(stripe_api.list_all(api, "/v1/events", account=account, **filters))
+        listing = stripe_api.list_all(api, "/v1/events", account=account, **filters)
+        shown = f"listing Stripe's events{f' of {account}' if account else ''}"
+        newest_first = list(progress.bar(listing, desc=shown, unit=" events"))
         for evt in reversed(newest_first):
             if account:
                 # Listed with Stripe-Account: it is that account's event, as a delivery would say.
@@ -105,7 +105,7 @@ def _apply_all(settings: Settings, events: list[dict]) -> int:
     tally: dict[str, Counter] = defaultdict(Counter)
     failed: list[str] = []
     try:
-        for evt in tqdm(events, unit="event", disable=not sys.stderr.isatty(), file=sys.stderr):
+        for evt in progress.bar(events, desc="applying", unit=" events"):
             status, answer = apply(service, evt)
             tally[evt.get("type", "?")].update(["seen", status])
             if status == "failed":
@@ -130,9 +130,7 @@ def _backfill(args: argparse.Namespace) -> int:
         print(f"backfill: {exc}", file=sys.stderr)
         return 2
     except stripe_api.ApiFailed as exc:
-        print(
-            f"backfill: listing events failed after retries ({exc}); nothing applied, rerun", file=sys.stderr
-        )
+        print(f"backfill: {exc}; nothing applied", file=sys.stderr)
         return 2
     return (_dry_run if args.dry_run else _apply_all)(settings, events)
 

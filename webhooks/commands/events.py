@@ -11,13 +11,16 @@ from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 from webhooks.providers import stripe
 
-from . import durations
+from . import durations, table
 from .errors import CommandError
 
 
 def _list(args: argparse.Namespace) -> int:
     with connect(Settings.from_env()) as conn:
         rows = history.events(conn, args.status, args.type, args.since, args.limit, args.provider)
+    if args.json:
+        table.print_json(rows)
+        return 0
     print(
         f"{'received_at':<26} {'event_id':<32} {'provider':<9} {'type':<34} {'status':<10} "
         f"{'outcome':<18} failures"
@@ -34,8 +37,14 @@ def _show(args: argparse.Namespace) -> int:
     with connect(Settings.from_env()) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None:
-        print(f"no event {args.event_id} in the ledger or its failures")
+        print(
+            f"no event {args.event_id} in the ledger or its failures",
+            file=sys.stderr if args.json else sys.stdout,
+        )
         return 1
+    if args.json:
+        table.print_json(detail)
+        return 0
     print(f"event     {detail.event_id} ({detail.provider})")
     print(f"type      {detail.event_type}")
     print(f"status    {detail.status}")
@@ -112,11 +121,13 @@ def register(commands) -> None:
     )
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--provider", choices=_PROVIDERS, help="only this provider's events")
+    table.add_json(listing)
     listing.set_defaults(func=_list)
 
     show = actions.add_parser("show", help="payload, outcome, attempts and failures of one event")
     show.add_argument("event_id", metavar="EVT_ID")
     show.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
+    table.add_json(show)
     show.set_defaults(func=_show)
 
     again = actions.add_parser(

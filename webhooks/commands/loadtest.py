@@ -16,10 +16,10 @@ import sys
 from webhooks.bootstrap import PROVIDERS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import database_url
-from webhooks.traffic import audit, github, report, sender, shopify, standard, stripe
+from webhooks.traffic import audit, github, plugin, report, sender, shopify, standard, stripe
 from webhooks.web import startup
 
-from . import sending
+from . import progress, sending
 from .errors import CommandError
 
 # Each provider's traffic, all alike (webhooks/traffic/plugin.py).
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"loadtest: no traffic for provider {args.provider}: add one (webhooks/traffic/plugin.py)"
         )
-    sent = traffic.events(args.events)
+    # Marked as test traffic: a worker running beside the service sends none of their jobs.
+    sent = plugin.marked(traffic.events(args.events))
     url = sending.url(args)
     result = sender.deliver(
         url,
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         args.concurrency,
         jitter_s=args.jitter_ms / 1000,
         retry=sender.Retry(budget=args.retry_budget),
-        progress=sys.stderr.isatty(),
+        progress=progress.watched(),
         provider=args.provider,
     )
     if not result.accepted:

@@ -11,9 +11,7 @@ requeue button runs the same function (core/outbox.py).
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
-from dataclasses import asdict
 
 import psycopg
 
@@ -32,7 +30,7 @@ def _list(args: argparse.Namespace) -> int:
     with connect(Settings.from_env()) as conn:
         jobs = outbox.pending(conn, args.limit, which)
     if args.json:
-        print(json.dumps([asdict(job) for job in jobs], default=str))
+        table.print_json(jobs)
         return 0
     rows = [
         [
@@ -106,7 +104,7 @@ def register(commands) -> None:
     )
     listing.add_argument("--kind", help="only jobs of this kind, e.g. order.fulfilled")
     listing.add_argument("--limit", type=int, default=50)
-    listing.add_argument("--json", action="store_true", help="one JSON array of the jobs")
+    table.add_json(listing)
     listing.set_defaults(func=_list)
 
     for name, func, help_text in (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -18,7 +19,7 @@ from webhooks.core.redaction import REDACTED, redact  # noqa: F401  (REDACTED: p
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
-from . import durations
+from . import durations, progress
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
@@ -64,20 +65,32 @@ _REDACT = {
 }
 
 
-def delete_older_than(conn: psycopg.Connection, cutoff: datetime, batch: int) -> dict[str, int]:
+def _nothing(done: int) -> None:
+    pass
+
+
+def delete_older_than(
+    conn: psycopg.Connection, cutoff: datetime, batch: int, done: Callable[[int], object] = _nothing
+) -> dict[str, int]:
+    """Rows deleted per table, in batches; `done` is told each batch's count."""
     deleted = {}
     for table, sql in _DELETES.items():
         deleted[table] = 0
         while True:
             count = conn.execute(sql, {"cutoff": cutoff, "batch": batch}).rowcount
             deleted[table] += count
+            done(count)
             if count < batch:
                 break
     return deleted
 
 
 def redact_older_than(
-    conn: psycopg.Connection, cutoff: datetime, batch: int, fields: frozenset[str]
+    conn: psycopg.Connection,
+    cutoff: datetime,
+    batch: int,
+    fields: frozenset[str],
+    done: Callable[[int], object] = _nothing,
 ) -> dict[str, int]:
     redacted = {}
     for table, select in _TO_REDACT.items():
@@ -89,6 +102,7 @@ def redact_older_than(
                     _REDACT[table], [(redact(payload, fields), id_) for id_, payload in rows]
                 )
             redacted[table] += len(rows)
+            done(len(rows))
             if len(rows) < batch:
                 break
     return redacted
@@ -115,15 +129,18 @@ def _prune(args: argparse.Namespace) -> int:
         return 2
     now = datetime.now(UTC)
     with connect(settings) as conn:
-        deleted = delete_older_than(conn, now - args.older_than, args.batch_size)
+        with progress.bar(desc="deleting", unit=" rows") as shown:
+            deleted = delete_older_than(conn, now - args.older_than, args.batch_size, shown.update)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))
         if redacting:
-            redacted = redact_older_than(
-                conn,
-                now - args.redact_older_than,
-                args.batch_size,
-                frozenset(settings.redact_fields),
-            )
+            with progress.bar(desc="redacting", unit=" rows") as shown:
+                redacted = redact_older_than(
+                    conn,
+                    now - args.redact_older_than,
+                    args.batch_size,
+                    frozenset(settings.redact_fields),
+                    shown.update,
+                )
             print("redacted " + " ".join(f"{t}={n}" for t, n in redacted.items()))
     return 0
 

@@ -16,8 +16,6 @@ webhooks/domains/stripe/lookups.py).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from webhooks.domains.stripe.objects import LOOKUPS
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
-from . import durations, table
+from . import durations, progress, table
 from . import reconcile_local as local
 
 MISSING_LOCALLY, MISSING_AT_STRIPE, STATE_DIFFERS = "missing_locally", "missing_at_stripe", "state_differs"
@@ -55,9 +53,10 @@ def stripe_side(api, settings: Settings, since: datetime) -> dict[str, dict[str,
     window = {"gte": int(since.timestamp())}
     for account in stripe_api.accounts(settings):
         for kind, listing in _LISTED:
-            for obj in stripe_api.list_all(
+            objects = stripe_api.list_all(
                 api, listing.path, account=account, created=window, **listing.filters
-            ):
+            )
+            for obj in progress.bar(objects, desc=f"listing {listing.path}", unit=" objects"):
                 key = listing.local_id(obj)
                 if key:
                     expected[kind][key] = (account or "", obj)
@@ -149,7 +148,7 @@ def _reconcile(args: argparse.Namespace) -> int:
         print(f"reconcile: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps([dataclasses.asdict(d) for d in drifts], indent=2))
+        table.print_json(drifts)
     elif drifts:
         rows = [[d.kind, d.drift, d.id, d.account or "-", d.detail] for d in drifts]
         print(table.render(["kind", "drift", "id", "account", "detail"], rows))
@@ -165,5 +164,5 @@ def register(commands) -> None:
     reconcile.add_argument(
         "--since", type=durations.instant, required=True, help="a span back from now (7d) or an ISO time"
     )
-    reconcile.add_argument("--json", action="store_true", help="the drift as JSON")
+    table.add_json(reconcile)
     reconcile.set_defaults(func=_reconcile)

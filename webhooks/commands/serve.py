@@ -30,7 +30,7 @@ import structlog
 
 from webhooks import bootstrap
 from webhooks.infra import embedded, migrate, privilege
-from webhooks.infra.config import Settings
+from webhooks.infra.config import Settings, serving
 from webhooks.web import front, refusals
 
 from .errors import CommandError
@@ -222,7 +222,8 @@ def _database(settings: Settings):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    # gunicorn's settings too: a bad one is this command's one line, not a dead gunicorn.
+    settings, _ = serving()
     # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
     bootstrap.handlers(settings)
     port = args.port or settings.port

@@ -6,10 +6,13 @@ One subscription's mirror and access; telling the flips time alone made.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from webhooks.domains.stripe import access
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
+
+from . import table
 
 _MIRROR = """
 SELECT subscription_id, account, status, status_at, customer, cancel_at_period_end, cancel_at,
@@ -32,10 +35,17 @@ def _show(args: argparse.Namespace) -> int:
         cursor = conn.execute(_MIRROR, [args.subscription_id])
         row = cursor.fetchone()
         if row is None:
-            print(f"no subscription {args.subscription_id} in the mirror")
+            print(
+                f"no subscription {args.subscription_id} in the mirror",
+                file=sys.stderr if args.json else sys.stdout,
+            )
             return 1
         decision = access.decision(conn, args.subscription_id)
-    for column, value in zip((c.name for c in cursor.description or ()), row, strict=True):
+    mirror = dict(zip((c.name for c in cursor.description or ()), row, strict=True))
+    if args.json:
+        table.print_json({**mirror, "access": decision})
+        return 0
+    for column, value in mirror.items():
         print(f"{column:<22} {'-' if value in (None, '') else value}")
     verdict = "has access" if decision.has_access else "no access"
     until = f" until {decision.access_until}" if decision.access_until else ""
@@ -57,6 +67,7 @@ def register(commands) -> None:
     actions = subscriptions.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="one subscription's mirror, latest invoice and access")
     show.add_argument("subscription_id", metavar="SUB_ID")
+    table.add_json(show)
     show.set_defaults(func=_show)
     actions.add_parser(
         "sweep",

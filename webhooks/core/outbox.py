@@ -69,6 +69,31 @@ def enqueue(
     return bool(written)
 
 
+# The top-level key `loadtest` (and locustfile.py) writes into every body it
+# signs: the signature covers it, so only whoever holds the secret can mark
+# an event so, and no provider sends it. The worker delivers none of the jobs
+# a marked event enqueued (webhooks/worker/loop.py): a load test never
+# reaches the shop's receiver.
+TEST_TRAFFIC_KEY = "webhooks_loadtest"
+_FROM_TEST_TRAFFIC = """
+SELECT payload::jsonb ? %(key)s FROM webhook_events
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND payload IS NOT NULL
+"""
+
+
+def from_test_traffic(conn: psycopg.Connection, headers: dict[str, Any]) -> bool:
+    """Whether the job with these headers was enqueued by a load test's event."""
+    provider, event_id = (headers.get(name) for name in EVENT_HEADERS)
+    if not (provider and event_id):
+        return False
+    row = (
+        cursor(conn)
+        .execute(_FROM_TEST_TRAFFIC, {"key": TEST_TRAFFIC_KEY, "provider": provider, "event_id": event_id})
+        .fetchone()
+    )
+    return bool(row and row[0])
+
+
 def backoff_s(attempts: int, base_s: float, max_s: float, rand: Callable[[], float] = random.random) -> float:
     """Delay before the retry that follows `attempts` failures.
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -119,6 +121,109 @@ _UNSAFE_IN_CONFIG = re.compile(r"[\s;{}'\"$#\\\x00-\x1f\x7f]")
 def _folder(raw: str) -> str:
     if not raw.startswith("/") or _UNSAFE_IN_CONFIG.search(raw):
         raise ValueError(f"{raw!r} is not an absolute path without spaces, quotes or ;{{}}$#")
+    return raw
+
+
+def _positive(raw: str) -> float:
+    """A duration or interval in seconds: more than zero, and finite."""
+    number = _number(raw)
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"must be more than 0 seconds, not {raw!r}")
+    return number
+
+
+def _text(raw: str) -> str:
+    """Any text: a name, a path or a token that nothing here can judge."""
+    return raw
+
+
+def _prefixed_csv(*prefixes: str, what: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list, every item starting with one of `prefixes`; the message quotes none."""
+
+    def parse(raw: str) -> tuple[str, ...]:
+        items = _csv(raw)
+        for position, item in enumerate(items, 1):
+            if not item.startswith(prefixes):
+                raise ValueError(
+                    f"item {position} is not {what} (it does not start with {' or '.join(prefixes)})"
+                )
+        return items
+
+    return parse
+
+
+# Stripe's API keys pasted where an endpoint's signing secret belongs: every
+# delivery would be refused 400, so the line says what was pasted.
+_API_KEY_PREFIXES = tuple(f"{kind}_{mode}_" for kind in ("sk", "rk", "pk") for mode in ("test", "live"))
+
+
+def _signing_secrets(raw: str) -> tuple[str, ...]:
+    """Stripe endpoint signing secrets, whsec_... (docs.stripe.com/webhooks#verify-events)."""
+    for item in _csv(raw):
+        if item.startswith(_API_KEY_PREFIXES):
+            raise ValueError(
+                f"{item[: item.index('_', 3) + 1]}... is a Stripe API key, not an endpoint's signing secret: "
+                "use the whsec_... of the endpoint (Dashboard, or `stripe listen`)"
+            )
+    return _prefixed_csv("whsec_", what="an endpoint's signing secret, whsec_...")(raw)
+
+
+def _standard_secrets(raw: str) -> tuple[str, ...]:
+    """Standard Webhooks secrets: whsec_ then base64, as the spec's libraries take them."""
+    items = _prefixed_csv("whsec_", what="a Standard Webhooks secret, whsec_<base64>")(raw)
+    for position, item in enumerate(items, 1):
+        try:
+            base64.b64decode(item.removeprefix("whsec_"), validate=True)
+        except ValueError:
+            raise ValueError(f"item {position} is not whsec_ followed by base64") from None
+    return items
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _modules(raw: str) -> tuple[str, ...]:
+    names = _csv(raw)
+    for name in names:
+        if not _MODULE.fullmatch(name):
+            raise ValueError(f"{name!r} is not a module name like shop.handlers")
+    return names
+
+
+def _http_url(raw: str) -> str:
+    parts = urllib.parse.urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{raw!r} is not an http:// or https:// address")
+    return raw.strip()
+
+
+def _metadata_key(raw: str) -> str:
+    """A Stripe metadata key: at most 40 characters, no square brackets (docs.stripe.com/metadata)."""
+    if len(raw) > 40 or "[" in raw or "]" in raw:
+        raise ValueError(f"{raw!r} is not a metadata key (at most 40 characters, no square brackets)")
+    return raw
+
+
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(\.[a-z]+)?")
+
+
+def _api_version(raw: str) -> str:
+    if not _API_VERSION.fullmatch(raw.strip()):
+        raise ValueError(f"{raw!r} is not a Stripe API version like 2026-10-28.endive")
+    return raw.strip()
+
+
+def _api_key(raw: str) -> str:
+    """A secret or restricted key: a publishable one (pk_) reads nothing."""
+    if not re.fullmatch(r"(sk|rk)_(test|live)_\S+", raw):
+        raise ValueError("not a secret or restricted API key (sk_... or rk_..., test or live)")
+    return raw
+
+
+def _admin_token(raw: str) -> str:
+    # The console can reprocess and requeue payments: a short token is guessed.
+    if len(raw) < 16:
+        raise ValueError("shorter than 16 characters: use a long random one (openssl rand -hex 32)")
     return raw
 
 
@@ -337,15 +442,27 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Each variable set and not empty overrides its field's default; SettingError names a bad one."""
-        env = os.environ if env is None else env
-        return cls(
-            **{
-                name: _parsed(variable, parse, env[variable])
-                for name, (variable, parse) in _FROM_ENV.items()
-                if env.get(variable)
-            }
-        )
+        """Each variable set and not empty overrides its field's default; SettingError names a bad one.
+
+        Every variable's rule (_FROM_ENV), then the rules between variables
+        (_RELATIONS): a value no delivery could succeed with stops the
+        process before it serves.
+        """
+        settings = cls(**_read(_FROM_ENV, os.environ if env is None else env))
+        for check in _RELATIONS:
+            wrong = check(settings)
+            if wrong:
+                raise SettingError(wrong)
+        return settings
+
+
+def _read(table: Mapping[str, tuple[str, Callable[[str], Any]]], env: Mapping[str, str]) -> dict[str, Any]:
+    """field -> value for each variable of `table` set and not empty in `env`."""
+    return {
+        name: _parsed(variable, parse, env[variable])
+        for name, (variable, parse) in table.items()
+        if env.get(variable)
+    }
 
 
 def _parsed(variable: str, parse: Callable[[str], Any], raw: str) -> Any:
@@ -355,13 +472,13 @@ def _parsed(variable: str, parse: Callable[[str], Any], raw: str) -> Any:
         raise SettingError(f"{variable}: {exc}") from None
 
 
-# field -> (environment variable, parser)
+# field -> (environment variable, parser): the one table of what each variable may be.
 _FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "database_url": ("DATABASE_URL", _database_url),
-    "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _csv),
+    "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _signing_secrets),
     "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
     "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
-    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _csv),
+    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _standard_secrets),
     "host": ("HOST", _host),
     "port": ("PORT", _port),
     "metrics_host": ("METRICS_HOST", _host),
@@ -371,44 +488,150 @@ _FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", _at_least(1)),
     "stripe_allowlist": ("STRIPE_WEBHOOK_ALLOWLIST", _flag),
     "github_allowlist": ("GITHUB_WEBHOOK_ALLOWLIST", _flag),
-    "allowlist_dir": ("WEBHOOK_ALLOWLIST_DIR", str),
+    "allowlist_dir": ("WEBHOOK_ALLOWLIST_DIR", _text),
     "trusted_proxies": ("WEBHOOK_TRUSTED_PROXIES", _networks),
     "proxy_protocol": ("WEBHOOK_PROXY_PROTOCOL", _flag),
-    "nginx": ("WEBHOOK_NGINX", str),
-    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", _whole),
+    "nginx": ("WEBHOOK_NGINX", _text),
+    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", _at_least(1)),
     "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", _at_least(1)),
     "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", _seconds),
-    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", _whole),
-    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", _whole),
-    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", _whole),
-    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", _whole),
-    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", _whole),
-    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _number),
-    "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _number),
-    "data_dir": ("WEBHOOK_DATA_DIR", str),
+    # PostgreSQL reads 0 as "no timeout": never what these bounds are for.
+    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", _at_least(1)),
+    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", _at_least(1)),
+    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", _at_least(1)),
+    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", _at_least(1)),
+    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", _at_least(1)),
+    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _positive),
+    "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _positive),
+    "data_dir": ("WEBHOOK_DATA_DIR", _text),
     "service_user": ("WEBHOOK_SERVICE_USER", _user_name),
     "front_user": ("WEBHOOK_FRONT_USER", _user_name),
-    "handler_modules": ("WEBHOOK_HANDLER_MODULES", _csv),
+    "handler_modules": ("WEBHOOK_HANDLER_MODULES", _modules),
     "stripe_mode": ("STRIPE_MODE", _stripe_mode),
-    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", str),
+    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", _metadata_key),
     "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
-    "outbox_url": ("WEBHOOK_OUTBOX_URL", str),
-    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", _whole),
-    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", _number),
-    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", _number),
-    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", _number),
-    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", _number),
-    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", _number),
-    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", _whole),
-    "admin_token": ("WEBHOOK_ADMIN_TOKEN", str),
+    "outbox_url": ("WEBHOOK_OUTBOX_URL", _http_url),
+    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", _at_least(1)),
+    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", _positive),
+    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", _positive),
+    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", _positive),
+    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", _positive),
+    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", _positive),
+    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", _at_least(1)),
+    "admin_token": ("WEBHOOK_ADMIN_TOKEN", _admin_token),
     "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
     "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
     "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
-    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", _number),
-    "stripe_api_key": ("STRIPE_API_KEY", str),
-    "stripe_api_version": ("STRIPE_API_VERSION", str),
-    "stripe_api_base": ("STRIPE_API_BASE", str),
-    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", _number),
-    "stripe_api_retries": ("STRIPE_API_RETRIES", _whole),
-    "stripe_connect_accounts": ("STRIPE_CONNECT_ACCOUNTS", _csv),
+    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", _positive),
+    "stripe_api_key": ("STRIPE_API_KEY", _api_key),
+    "stripe_api_version": ("STRIPE_API_VERSION", _api_version),
+    "stripe_api_base": ("STRIPE_API_BASE", _http_url),
+    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", _positive),
+    "stripe_api_retries": ("STRIPE_API_RETRIES", _at_least(0)),
+    "stripe_connect_accounts": (
+        "STRIPE_CONNECT_ACCOUNTS",
+        _prefixed_csv("acct_", what="an account id, acct_..."),
+    ),
 }
+
+
+def _same_listener(s: Settings) -> str | None:
+    wildcard = {"0.0.0.0", "::"}
+    hosts = {s.host, s.metrics_host}
+    if s.port == s.metrics_port and (len(hosts) == 1 or hosts & wildcard):
+        return f"METRICS_PORT: {s.metrics_port} is PORT too: the scraper's listener needs a port of its own"
+    return None
+
+
+def _key_mode(s: Settings) -> str | None:
+    mode = s.stripe_api_key.split("_")[1] if s.stripe_api_key else s.stripe_mode
+    if mode != s.stripe_mode:
+        return f"STRIPE_API_KEY: a {mode} key, but STRIPE_MODE is {s.stripe_mode}: use a {s.stripe_mode} key"
+    return None
+
+
+# The rules between variables, each a line naming what is wrong, or None.
+_RELATIONS: tuple[Callable[[Settings], str | None], ...] = (
+    lambda s: (
+        f"WEBHOOK_POOL_MIN_SIZE: {s.pool_min_size} is more than WEBHOOK_POOL_MAX_SIZE ({s.pool_max_size})"
+        if s.pool_min_size > s.pool_max_size
+        else None
+    ),
+    lambda s: (
+        f"WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS: {s.outbox_backoff_base_s:g} is more than "
+        f"WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS ({s.outbox_backoff_max_s:g})"
+        if s.outbox_backoff_base_s > s.outbox_backoff_max_s
+        else None
+    ),
+    lambda s: (
+        "WEBHOOK_PROXY_PROTOCOL: on, but WEBHOOK_TRUSTED_PROXIES names no proxy to take the client from"
+        if s.proxy_protocol and not s.trusted_proxies
+        else None
+    ),
+    _same_listener,
+    _key_mode,
+)
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in _LOG_LEVELS:
+        raise ValueError(f"{raw!r} is not one of {', '.join(_LOG_LEVELS)}")
+    return level
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# gunicorn's names (sync, gthread, gevent...), a class's dotted path, or egg:pkg#name.
+_WORKER_CLASS = re.compile(r"(egg:[A-Za-z0-9_.-]+#)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _worker_class(raw: str) -> str:
+    if not _WORKER_CLASS.fullmatch(raw):
+        raise ValueError(f"{raw!r} is not a gunicorn worker class (gthread, sync, or a dotted path)")
+    return raw
+
+
+@dataclass(frozen=True)
+class Process:
+    """The variables gunicorn's config and the logging set-up read, checked by the same rules as Settings."""
+
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    threads: int = 8
+    worker_class: str = "gthread"
+    timeout_s: int = 30
+    gunicorn_log_level: str = "info"
+    log_level: str = "INFO"
+    metrics_dir: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Process:
+        return cls(**_read(_PROCESS_FROM_ENV, os.environ if env is None else env))
+
+
+_PROCESS_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "workers": ("WEB_CONCURRENCY", _at_least(1)),
+    "threads": ("GUNICORN_THREADS", _at_least(1)),
+    "worker_class": ("GUNICORN_WORKER_CLASS", _worker_class),
+    # gunicorn reads 0 as "never": a hung worker would hold its deliveries for good.
+    "timeout_s": ("GUNICORN_TIMEOUT", _at_least(1)),
+    "gunicorn_log_level": ("GUNICORN_LOG_LEVEL", lambda raw: _log_level(raw).lower()),
+    "log_level": ("LOG_LEVEL", _log_level),
+    "metrics_dir": ("PROMETHEUS_MULTIPROC_DIR", _text),
+}
+
+# Every variable an operator sets, and its rule (docs/configuration.md lists the same).
+RULES: dict[str, Callable[[str], Any]] = {
+    variable: parse for variable, parse in (*_FROM_ENV.values(), *_PROCESS_FROM_ENV.values())
+}
+
+
+def serving(env: Mapping[str, str] | None = None) -> tuple[Settings, Process]:
+    """The settings of a server under gunicorn, checked before anything starts.
+
+    One pooled connection per thread, so a thread never waits for another's:
+    WEBHOOK_POOL_MAX_SIZE follows GUNICORN_THREADS unless it is set.
+    """
+    env = os.environ if env is None else env
+    process = Process.from_env(env)
+    pooled = {"WEBHOOK_POOL_MAX_SIZE": env.get("WEBHOOK_POOL_MAX_SIZE") or str(process.threads)}
+    return Settings.from_env({**env, **pooled}), process

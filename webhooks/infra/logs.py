@@ -14,7 +14,6 @@ import structlog
 from gunicorn import glogging
 from structlog.typing import Processor
 
-from .config import SettingError
 from .errors import PublicError
 
 # The innermost frames say where it broke; the outer ones are the framework's.
@@ -101,8 +100,6 @@ def formatter() -> logging.Formatter:
 
 def configure(level: str = "INFO") -> None:
     """structlog for our loggers, and the stdlib root (pgqueuer, psycopg_pool, ...) through it."""
-    if not isinstance(logging.getLevelName(level), int):
-        raise SettingError(f"LOG_LEVEL: {level!r} is not one of DEBUG, INFO, WARNING, ERROR")
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(formatter())
     root = logging.getLogger()

@@ -8,11 +8,13 @@ provider's own signer, so a new provider plugs in with one line there.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
 
+from webhooks.core.outbox import TEST_TRAFFIC_KEY
 from webhooks.infra.db import one
 from webhooks.providers import Outgoing
 
@@ -24,6 +26,11 @@ class Traffic:
     events: Callable[[int], list[tuple[bytes, Outgoing]]]
     # after the run, read from the database: check name -> number of violations (0 = passed)
     audit: Callable[[psycopg.Connection, list[Outgoing]], dict[str, int]]
+
+
+def marked(sent: list[tuple[bytes, Outgoing]]) -> list[tuple[bytes, Outgoing]]:
+    """Each body with the load test's mark, inside what is signed: the worker sends none of their jobs."""
+    return [(json.dumps({**json.loads(body), TEST_TRAFFIC_KEY: True}).encode(), out) for body, out in sent]
 
 
 _COMPLETED_ONCE = """

@@ -10,7 +10,7 @@ from flask import Flask, Response
 from webhooks import bootstrap
 from webhooks.core import ingest
 from webhooks.infra import db, migrate
-from webhooks.infra.config import Settings
+from webhooks.infra.config import Process, Settings
 from webhooks.infra.logs import configure as configure_logging
 
 from . import admin, delivery, metrics, startup
@@ -25,7 +25,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     the WSGI environ to its answer, and /metrics by its own listener.
     """
     settings = settings or Settings.from_env()
-    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    configure_logging(Process.from_env().log_level)
     service = bootstrap.build(settings)
     app = Flask(__name__)
     # What Flask's routes may read: the cap read_body reads a delivery's body to.

@@ -294,10 +294,6 @@ def _real_client(settings: Settings) -> str:
     a trusted proxy's, so what a client writes there itself counts for
     nothing; with the PROXY protocol, the one the proxy's header names.
     """
-    if settings.proxy_protocol and not settings.trusted_proxies:
-        raise SettingError(
-            "WEBHOOK_PROXY_PROTOCOL: on, but WEBHOOK_TRUSTED_PROXIES names no proxy to take the client from"
-        )
     if not settings.trusted_proxies:
         return ""
     lines = [f"set_real_ip_from {proxy};" for proxy in settings.trusted_proxies]

@@ -21,10 +21,6 @@ log = structlog.get_logger(__name__)
 SECRET_MISSING = "webhook_secret_missing"
 SCHEMA_NOT_CURRENT = "schema_not_current"
 DATABASE_UNAVAILABLE = "database_unavailable"
-SECRET_LOOKS_LIKE_API_KEY = "webhook_secret_looks_like_api_key"
-# Stripe's API keys (secret, restricted, publishable): pasted where the
-# endpoint's signing secret (whsec_...) belongs, every delivery is refused.
-_API_KEY_PREFIXES = tuple(f"{kind}_{mode}_" for kind in ("sk", "rk", "pk") for mode in ("test", "live"))
 
 
 class SchemaGate:
@@ -64,16 +60,6 @@ def announce(settings: Settings, providers: Providers) -> None:
     """Log, at start, each reason the service cannot take deliveries."""
     for provider in providers:
         secrets = provider.secrets(settings)
-        for prefix in {s[: s.index("_", 3) + 1] for s in secrets if s.startswith(_API_KEY_PREFIXES)}:
-            # A warning, not a refusal: the secret is the operator's to judge, and
-            # each delivery's log line says its signature matched no secret.
-            log.warning(
-                SECRET_LOOKS_LIKE_API_KEY,
-                setting=provider.secret_setting,
-                looks_like=f"{prefix}... (a Stripe API key)",
-                fix="use the endpoint's signing secret, whsec_..., from the Dashboard or `stripe listen`",
-                effect=f"deliveries signed with the real secret are refused 400 at /webhooks/{provider.name}",
-            )
         if secrets:
             continue
         if provider.required:

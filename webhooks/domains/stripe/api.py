@@ -13,6 +13,7 @@ connection while they wait on Stripe.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,12 +70,53 @@ def get(
             raise NotFound(f"GET {path}: 404 {exc.user_message or ''}".strip()) from None
         raise ApiFailed(f"GET {path}: {exc.http_status} {exc.user_message or ''}".strip()) from None
     except stripe.StripeError as exc:
-        status = exc.http_status or type(exc).__name__
-        raise ApiFailed(f"GET {path}: {status} {exc.user_message or ''}".strip()) from None
+        raise ApiFailed(failure(path, exc)) from None
     body = json.loads(response.body)
     if not isinstance(body, dict):
         raise ApiFailed(f"GET {path}: the answer is not a JSON object")
     return body
+
+
+# The library's error classes (stripe-python's _error.py; docs.stripe.com/error-handling),
+# each with its cause and its fix: the library's own messages are paragraphs
+# of boilerplate ("If this problem persists, let us know at support@...").
+_CAUSES: tuple[tuple[type[stripe.StripeError], str], ...] = (
+    (
+        stripe.AuthenticationError,
+        "Stripe refused STRIPE_API_KEY (401: wrong, revoked or expired): "
+        "set a current secret or restricted key (Dashboard, Developers, API keys)",
+    ),
+    (
+        stripe.PermissionError,
+        "STRIPE_API_KEY may not read {path} (403): give the restricted key read access to it",
+    ),
+    (
+        stripe.RateLimitError,
+        "Stripe's rate limit (429) held through STRIPE_API_RETRIES retries: run it again in a minute",
+    ),
+    (
+        stripe.APIConnectionError,
+        "cannot reach Stripe's API{reason}: check the network, proxy or STRIPE_API_BASE, then run it again",
+    ),
+    (
+        stripe.APIError,
+        "Stripe's API failed ({status}) through the retries: run it again later (status.stripe.com)",
+    ),
+)
+_NETWORK_REASON = re.compile(r"\((?:Network error: )?([^()]*)\)\s*$")
+
+
+def failure(path: str, exc: stripe.StripeError) -> str:
+    """One line for a failed call: its cause and what fixes it."""
+    reason = _NETWORK_REASON.search(str(exc))
+    for kind, line in _CAUSES:
+        if isinstance(exc, kind):
+            return line.format(
+                path=path,
+                status=exc.http_status or "no status",
+                reason=f" ({' '.join(reason[1].split())})" if reason else "",
+            )
+    return f"GET {path}: {exc.http_status or type(exc).__name__} {exc.user_message or ''}".strip()
 
 
 def list_all(
