@@ -3,10 +3,10 @@
 import argparse
 import json
 
+from tests.commands.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)
 from tests.conftest import post_event
-from tests.stories import deliver
-from tests.subscription_stories import Story, dunning
-from tests.test_ledger_cli import run  # noqa: F401  (the fixture: the CLI with the test's database)
+from tests.support.stories import deliver
+from tests.support.subscription_stories import Story, dunning
 from webhooks.commands import build_parser
 from webhooks.traffic import samples
 

@@ -6,7 +6,7 @@ import sys
 import requests
 
 from tests import conftest
-from tests.downstream import Downstream, Worker, wait_until
+from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks.traffic import samples
 
 EVENTS = 30

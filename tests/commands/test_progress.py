@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
-from tests.test_backfill import payments
+from tests.commands.test_backfill import payments
+from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 
 RUNS = [
     (["backfill", "--since", "72h"], "listing Stripe's events"),

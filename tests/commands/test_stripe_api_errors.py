@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
+from tests.support.stripe_api import stand_in, stand_in_env  # noqa: F401  (fixtures)
 from webhooks import commands as cli
 
 COMMANDS = [["backfill", "--since", "72h"], ["reconcile", "--since", "72h"]]
