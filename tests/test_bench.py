@@ -182,3 +182,15 @@ def test_instructions_are_read_from_perf_stat_or_reported_as_not_counted():
     assert cpu._instructions("<not supported>,,instructions,0,100.00,,\n") is None
     reason = cpu.instructions_unsupported()
     assert reason is None or reason.startswith(("perf is not installed", "`perf stat -e instructions`"))
+
+
+def test_the_glue_bench_refuses_a_revision_git_does_not_know_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.glue", "--against", "no-such-revision", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "bench.glue: no revision 'no-such-revision' to compare with"
