@@ -60,6 +60,7 @@ def _environ(body: bytes, signature: str, sock: socket.socket) -> dict:
         "wsgi.multithread": True,
         "wsgi.multiprocess": True,
         "wsgi.run_once": False,
+        "wsgi.input_terminated": True,
         "gunicorn.socket": sock,
     }
 
