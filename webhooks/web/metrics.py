@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 
 import structlog
@@ -237,11 +238,17 @@ class ByListener:
     def __init__(self, public, metrics: Metrics, metrics_port: int, front_dir: str | None):
         self._public, self._metrics = public, metrics
         self._scrapers = str(front.metrics_socket_path(front_dir)) if front_dir else metrics_port
+        # Per connection: its requests (keep-alive) all came in on one listener.
+        self._listeners: weakref.WeakKeyDictionary[socket.socket, str | int] = weakref.WeakKeyDictionary()
 
     def __call__(self, environ, start_response):
         sock = environ.get("gunicorn.socket")
-        if sock is not None and self._listener(sock) == self._scrapers:
-            return self._metrics.wsgi(environ, start_response)
+        if sock is not None:
+            listener = self._listeners.get(sock)
+            if listener is None:
+                listener = self._listeners[sock] = self._listener(sock)
+            if listener == self._scrapers:
+                return self._metrics.wsgi(environ, start_response)
         return self._public(environ, start_response)
 
     @staticmethod
