@@ -724,16 +724,9 @@ def render(
                 [_cpu_through_front(r) for r in rounds],
             )
         )
-    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
-        f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
-        + (
-            f" with {', '.join(overrides)}"
-            if overrides
-            else " (gthread, workers = cores, 8 threads each, keep-alive)"
-        )
-        + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
-        f"about {args.seconds} s per row; medians over rounds"
+        f"{os.cpu_count()} cores; {_serving()}; {args.concurrency} concurrent connections "
+        f"(pgbench: clients); {args.rounds} rounds of about {args.seconds} s per row; medians over rounds"
     )
     by_process = render_by_process(args, rounds, no_instructions)
     return (
@@ -762,6 +755,14 @@ def render(
         )
         + "\n"
     )
+
+
+def _serving() -> str:
+    """How gunicorn served the rows: its config's defaults, and the settings that overrode them."""
+    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
+    if overrides:
+        return f"gunicorn.conf.py defaults with {', '.join(overrides)}"
+    return "gunicorn.conf.py defaults (gthread, workers = cores, 8 threads each, keep-alive)"
 
 
 def _swept(row: str, workers: int) -> str:
@@ -799,6 +800,11 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
                     for cell in (f"{statistics.median(rates(row, workers)):.0f}", efficiency(row, workers))
                 ),
                 f"{100 * statistics.median(r[_swept(_SWEPT[0], workers)].idle for r in rounds):.0f}",
+                *(
+                    _median_cpu([r[_swept(row, workers)] for r in rounds], part)
+                    for row in _SWEPT
+                    for part in ("workers", "postgres")
+                ),
                 *(" / ".join(f"{v:.0f}" for v in rates(row, workers)) for row in _SWEPT),
                 ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
             ]
@@ -806,9 +812,9 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
     k = args.duplicates
     pinned = f"wrk pinned to CPUs {args.wrk_cpus}" if args.wrk_cpus else "wrk not pinned (--wrk-cpus)"
     setup = (
-        f"{os.cpu_count()} cores; {pinned}; {args.concurrency} connections; {args.rounds} rounds of "
-        f"about {args.seconds} s per row; per-worker efficiency: events/s at N workers / (N x events/s "
-        f"at {fewest}), same round; medians over rounds"
+        f"{os.cpu_count()} cores; {_serving()}; {pinned}; {args.concurrency} connections; "
+        f"{args.rounds} rounds of about {args.seconds} s per row; per-worker efficiency: events/s at "
+        f"N workers / (N x events/s at {fewest}), same round; medians over rounds"
     )
     header = [
         "gunicorn workers",
@@ -817,6 +823,10 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
         f"K={k} unique events/s",
         "per-worker efficiency",
         "machine idle % (K=1)",
+        "K=1 CPU µs/delivery: web",
+        "postgres",
+        f"K={k} CPU µs/delivery: web",
+        "postgres",
         "K=1 per round",
         f"K={k} per round",
         "totals",
