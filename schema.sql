@@ -146,7 +146,12 @@ BEGIN
             CASE WHEN p_status = 'completed' THEN now() END)
     ON CONFLICT (provider, event_id) DO NOTHING
     RETURNING id INTO claimed.ledger_id;
-    IF claimed.ledger_id IS NULL THEN
+    IF claimed.ledger_id IS NOT NULL THEN
+        -- For this transaction only: the outbox jobs it enqueues name the
+        -- event that made them (webhooks_enqueue, outbox.sql), for /admin.
+        PERFORM set_config('webhooks.event_provider', p_provider, true),
+                set_config('webhooks.event_id', p_event_id, true);
+    ELSE
         -- A statement of its own, so a snapshot of its own: it sees the
         -- row the INSERT waited for (none if that was pruned meanwhile).
         SELECT status, response_status, response_body, event_type
@@ -205,7 +210,12 @@ DECLARE
 BEGIN
     INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, dedupe_key, headers, status)
     VALUES (0, 'webhooks.outbox', convert_to((jsonb_build_object('kind', p_kind) || p_payload)::text, 'UTF8'),
-            now(), p_key, jsonb_build_object('idempotency-key', p_key, 'kind', p_kind), 'queued')
+            now(), p_key,
+            jsonb_build_object('idempotency-key', p_key, 'kind', p_kind)
+            || jsonb_strip_nulls(jsonb_build_object(
+                'event-provider', nullif(current_setting('webhooks.event_provider', true), ''),
+                'event-id', nullif(current_setting('webhooks.event_id', true), ''))),
+            'queued')
     ON CONFLICT (dedupe_key) WHERE status IN ('queued', 'picked') AND dedupe_key IS NOT NULL
     DO NOTHING
     RETURNING id INTO job;

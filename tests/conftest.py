@@ -99,6 +99,15 @@ def private_server():
 
 
 @pytest.fixture
+def data_dir():
+    """WEBHOOK_DATA_DIR relative to the project root, as a user would set it; stopped and removed after."""
+    relative = f".data/test-{uuid.uuid4().hex[:8]}"
+    yield relative
+    embedded.stop(embedded.pgdata(relative))
+    subprocess.run(["rm", "-rf", str(ROOT / relative)], check=True)
+
+
+@pytest.fixture
 def db(database_url: str):
     """An autocommit connection for assertions, outside the service's pool."""
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -303,6 +312,21 @@ def workers_tmp(tmp_path: Path):
     os.chown(folder, account.uid, account.gid)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium, or a visible skip (a failure under WEBHOOKS_REQUIRE_BROWSER: CI installs it)."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        message = (
+            "chromium not found: install Debian's chromium package (.ci/run does) "
+            "to check /admin in a browser"
+        )
+        if os.environ.get("WEBHOOKS_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return browser
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from tests import conftest
 from tests.conftest import ROOT
 from tests.downstream import Worker
-from tests.test_operability import command, data_dir  # noqa: F401 (a fixture)
+from tests.test_operability import command
 from tests.test_startup_checks import started, unmigrated_url  # noqa: F401 (fixtures)
 from webhooks.infra import embedded
 

@@ -5,7 +5,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 
@@ -16,33 +15,13 @@ import requests
 from tests import conftest
 from tests.conftest import ROOT, post_event, scripted_event
 from tests.downstream import Downstream, Worker, wait_until
+from tests.support.commands import command
 from webhooks.core import outbox
 from webhooks.infra import embedded
 
 
-def command(*argv, cwd=ROOT, **env) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run(
-        [sys.executable, "-m", "webhooks", *argv],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
-
-
-@pytest.fixture
-def data_dir():
-    """WEBHOOK_DATA_DIR relative to the project root, as a user would set it; stopped and removed after."""
-    relative = f".data/test-{uuid.uuid4().hex[:8]}"
-    yield relative
-    embedded.stop(embedded.pgdata(relative))
-    subprocess.run(["rm", "-rf", str(ROOT / relative)], check=True)
 
 
 def without_database_url() -> dict:
@@ -50,7 +29,14 @@ def without_database_url() -> dict:
 
 
 @pytest.mark.parametrize(
-    "argv", [("migrate",), ("events", "list"), ("prune", "--older-than", "30d"), ("serve", "--port", "0")]
+    "argv",
+    [
+        ("migrate",),
+        ("events", "list"),
+        ("outbox", "list"),
+        ("prune", "--older-than", "30d"),
+        ("serve", "--port", "0"),
+    ],
 )
 def test_a_database_url_naming_a_missing_database_is_one_line_and_exit_1(server_url, argv):
     missing = psycopg.conninfo.make_conninfo(server_url, dbname=f"no_such_{uuid.uuid4().hex[:8]}")

@@ -25,7 +25,7 @@ def test_every_job_kind_the_sql_enqueues_is_a_python_job_kind():
 
 def test_the_outbox_function_writes_the_entrypoint_and_headers_the_worker_reads():
     enqueue = migrate.definitions()["core/outbox.sql"]
-    for word in (outbox.ENTRYPOINT, outbox.KEY_HEADER, outbox.KIND_HEADER):
+    for word in (outbox.ENTRYPOINT, outbox.KEY_HEADER, outbox.KIND_HEADER, *outbox.EVENT_HEADERS):
         assert f"'{word}'" in enqueue
 
 

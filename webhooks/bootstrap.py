@@ -11,19 +11,21 @@ payments), and a pool of this process's own.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
-from webhooks.core import ingest
+from webhooks.core import history, ingest
 from webhooks.core.events import Event, InvalidEvent
 from webhooks.core.registry import Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
 from webhooks.domains import stripe as stripe_domain
 from webhooks.domains.stripe import access
+from webhooks.infra import db
 from webhooks.infra.config import SettingError, Settings
 from webhooks.infra.db import LazyPool, database_url
-from webhooks.providers import Provider, Providers, github, shopify, standard, stripe
+from webhooks.providers import Outgoing, Provider, Providers, github, shopify, standard, stripe
 
 # Every sender this service takes deliveries from, with the domain that acts
 # on its events (None: they are recorded, `ignored`). A domain is a module
@@ -88,6 +90,38 @@ class Service:
             return ingest.invalid_event(exc)
         return self.accept(provider, event, settled)
 
+    def reprocess(self, provider: str, event_id: str, allow_ignored: bool = False) -> ingest.Answer:
+        """Admit and accept an event's stored body again, as a delivery of it is (`events reprocess`, /admin).
+
+        The very claim a delivery takes, so a completed event only replays
+        its stored answer. No signature check: the body was verified when it
+        was first received, and only someone with the database or the admin
+        token can ask for this. Raises `NotReprocessed` when there is nothing
+        to run, or when running it here would close it wrongly (`refused`).
+        """
+        with db.connection(self.pool.get()) as conn:
+            detail = history.event(conn, provider, event_id)
+        if detail is None or detail.payload is None:
+            raise NotReprocessed(f"no stored payload for {event_id}")
+        reason = refusal(detail, allow_ignored, self.registry)
+        if reason:
+            raise NotReprocessed(f"refused to reprocess {event_id}: {reason}", refused=True)
+        try:
+            event = stored_event(self.providers, detail)
+        except InvalidEvent as exc:
+            raise NotReprocessed(f"stored payload of {event_id} is not an event: {exc}") from None
+        return self.admit_and_accept(provider, event)
+
+    def reprocess_each(
+        self, targets: Iterable[tuple[str, str]], allow_ignored: bool = False
+    ) -> Iterator[Reprocessed]:
+        """`reprocess` of each (provider, event id) in turn; one that is not run does not stop the rest."""
+        for provider, event_id in targets:
+            try:
+                yield Reprocessed(provider, event_id, self.reprocess(provider, event_id, allow_ignored))
+            except NotReprocessed as exc:
+                yield Reprocessed(provider, event_id, not_run=exc)
+
     def publish_settings(self) -> None:
         """Write the domain settings that live in the database (the subscription grace) where SQL reads them.
 
@@ -103,6 +137,71 @@ class Service:
 
     def close(self) -> None:
         self.pool.close()
+
+
+@dataclass(frozen=True)
+class Reprocessed:
+    """What one reprocess came to: the answer, or why it did not run."""
+
+    provider: str
+    event_id: str
+    answer: ingest.Answer | None = None
+    not_run: NotReprocessed | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.answer is not None and self.answer.status == 200
+
+
+class NotReprocessed(Exception):
+    """Why an event was not re-run, in one line; `refused` when running it here would close it wrongly."""
+
+    def __init__(self, message: str, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
+
+
+def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry) -> str | None:
+    """Why this process must not re-run the event, or None.
+
+    A completed event only replays its stored answer, so any handler set will
+    do. Otherwise the event is closed for good by whatever this process runs:
+    with no handler it would be `ignored` forever, and with another handler
+    than the one that failed (a shop's replacement of a built-in one) its
+    effect would never happen.
+    """
+    if detail.status == "completed":
+        return None
+    mine = registry.handler_name(detail.provider, detail.event_type) if detail.event_type else None
+    theirs = next((f.handler for f in reversed(detail.failures) if f.handler), None)
+    hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
+    if mine is None and not allow_ignored:
+        ran = f" (its last attempt ran {theirs})" if theirs else ""
+        return (
+            f"no handler for {detail.event_type} in this process{ran}: it would be closed"
+            f" as ignored for good; {hint}, or pass --allow-ignored"
+        )
+    if mine is not None and theirs is not None and mine != theirs:
+        return f"its last attempt ran {theirs}, this process would run {mine}; {hint}"
+    return None
+
+
+# A stored body is read back through its provider's parser, which takes the
+# id and type from the headers its signer writes; nothing is verified, so
+# any key of the signers' forms will do (this is b"reprocess").
+_UNVERIFIED_KEY = "whsec_cmVwcm9jZXNz"
+
+
+def stored_event(providers: Providers, detail: history.EventDetail) -> Event:
+    """The stored body as its provider's parser reads it from a delivery; InvalidEvent if it cannot."""
+    provider = providers.get(detail.provider)
+    if provider is None:
+        raise InvalidEvent(f"no provider {detail.provider} in this process")
+    if detail.payload is None:
+        raise InvalidEvent("no body was stored")
+    sent = Outgoing(detail.event_id, detail.event_type or "", account=detail.account or None)
+    headers = provider.sign(detail.payload.encode("utf-8"), _UNVERIFIED_KEY, sent)
+    return provider.parse(detail.payload, headers)
 
 
 def build(settings: Settings | None = None, **pool_options) -> Service:

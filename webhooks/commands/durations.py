@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from webhooks.infra.config import parse_span
+from webhooks.infra.config import parse_instant, parse_span
 
 
 def span(text: str) -> timedelta:
@@ -19,11 +19,6 @@ def span(text: str) -> timedelta:
 def instant(text: str) -> datetime:
     """A span back from now (`1h`) or an ISO-8601 time (UTC unless it says otherwise)."""
     try:
-        return datetime.now(UTC) - span(text)
-    except argparse.ArgumentTypeError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither a span (1h) nor an ISO time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return parse_instant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

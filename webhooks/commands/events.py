@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from webhooks import bootstrap
-from webhooks.core import history, ledger
-from webhooks.core.events import Event, InvalidEvent
-from webhooks.core.registry import Registry
+from webhooks.core import history
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
-from webhooks.providers import Providers, stripe
-from webhooks.traffic import signing
+from webhooks.providers import stripe
 
 from . import durations
-
-# Reprocess reads a stored body back through its provider's parser, which
-# takes the id and type from the headers the signer writes; nothing is
-# verified, so any key of the signers' forms will do (this is b"reprocess").
-_UNVERIFIED_KEY = "whsec_cmVwcm9jZXNz"
+from .errors import CommandError
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -36,15 +28,6 @@ def _list(args: argparse.Namespace) -> int:
             f"{row.event_type or '-':<34} {row.status:<10} {row.outcome or '-':<18} {row.failures}"
         )
     return 0
-
-
-def _pretty(payload: str | None) -> str:
-    if payload is None:
-        return "(none)"
-    try:
-        return json.dumps(json.loads(payload), indent=2)
-    except ValueError:
-        return payload or "(none)"
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -65,58 +48,22 @@ def _show(args: argparse.Namespace) -> int:
     for failure in detail.failures:
         print(f"  {failure.failed_at}  {failure.error_class}: {failure.error_message or ''}")
     print("payload")
-    print(_pretty(detail.payload))
+    print(history.readable(detail.payload) or "(none)")
     return 0
 
 
-def refusal(detail: history.EventDetail, allow_ignored: bool, registry: Registry) -> str | None:
-    """Why this process must not re-run the event, or None.
-
-    A completed event only replays its stored answer, so any handler set will
-    do. Otherwise the event is closed for good by whatever this process runs:
-    with no handler it would be `ignored` forever, and with another handler
-    than the one that failed (a shop's replacement of a built-in one) its
-    effect would never happen.
-    """
-    if detail.status == "completed":
-        return None
-    mine = registry.handler_name(detail.provider, detail.event_type) if detail.event_type else None
-    theirs = next((f.handler for f in reversed(detail.failures) if f.handler), None)
-    hint = "run it with the server's WEBHOOK_HANDLER_MODULES"
-    if mine is None and not allow_ignored:
-        ran = f" (its last attempt ran {theirs})" if theirs else ""
-        return (
-            f"no handler for {detail.event_type} in this process{ran}: it would be closed"
-            f" as ignored for good; {hint}, or pass --allow-ignored"
-        )
-    if mine is not None and theirs is not None and mine != theirs:
-        return f"its last attempt ran {theirs}, this process would run {mine}; {hint}"
-    return None
-
-
 def _reprocess(args: argparse.Namespace) -> int:
-    """Admit and accept the stored body again, as a delivery of it is.
-
-    No signature check: the body was verified when it was first received, and
-    only someone with the database can run this.
-    """
+    """One event by its id, or every failed one a filter selects (`--status failed`)."""
+    if args.event_id is None:
+        return _reprocess_failed(args)
+    if args.status or args.since or args.type or args.dry_run:
+        raise CommandError("give an event id, or --status failed with its filters, not both")
     service = bootstrap.build(min_size=1, max_size=1)
-    with connect(service.settings) as conn:
-        detail = history.event(conn, args.provider, args.event_id)
-    if detail is None or detail.payload is None:
-        print(f"no stored payload for {args.event_id}")
-        return 1
-    reason = refusal(detail, args.allow_ignored, service.registry)
-    if reason:
-        print(f"refused to reprocess {args.event_id}: {reason}", file=sys.stderr)
-        return 2
     try:
-        event = _parsed(service.providers, detail)
-    except InvalidEvent as exc:
-        print(f"stored payload of {args.event_id} is not an event: {exc}")
-        return 1
-    try:
-        answer = service.admit_and_accept(args.provider, event)
+        answer = service.reprocess(args.provider or stripe.NAME, args.event_id, args.allow_ignored)
+    except bootstrap.NotReprocessed as exc:
+        print(exc, file=sys.stderr if exc.refused else sys.stdout)
+        return 2 if exc.refused else 1
     finally:
         service.close()
     replayed = " (already completed: stored answer)" if answer.replayed else ""
@@ -124,16 +71,30 @@ def _reprocess(args: argparse.Namespace) -> int:
     return 0 if answer.status == 200 else 1
 
 
-def _parsed(providers: Providers, detail: history.EventDetail) -> Event:
-    """The stored body as its provider's parser reads it from a delivery."""
-    provider = providers.get(detail.provider)
-    if provider is None:
-        raise InvalidEvent(f"no provider {detail.provider} in this process")
-    if detail.payload is None:
-        raise InvalidEvent("no body was stored")
-    row = ledger.StoredEvent(detail.event_id, detail.event_type, detail.account, detail.payload)
-    headers = provider.sign(detail.payload.encode("utf-8"), _UNVERIFIED_KEY, signing.outgoing(row))
-    return provider.parse(detail.payload, headers)
+def _reprocess_failed(args: argparse.Namespace) -> int:
+    """The failed events the filter selects (history.to_reprocess, as /admin's), oldest first."""
+    if args.status != "failed":
+        raise CommandError("give an event id, or --status failed to reprocess every failed event")
+    service = bootstrap.build(min_size=1, max_size=1)
+    try:
+        with connect(service.settings) as conn:
+            selected = history.to_reprocess(conn, args.since, args.type, args.provider)
+        if args.dry_run:
+            print(f"would reprocess {len(selected)} failed event(s)")
+            for row in selected:
+                print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
+            return 0
+        ran = completed = 0
+        for result in service.reprocess_each(
+            ((r.provider, r.event_id) for r in selected), args.allow_ignored
+        ):
+            said = f"{result.answer.status} {result.answer.outcome}" if result.answer else str(result.not_run)
+            print(f"{result.provider} {result.event_id} {said}", flush=True)
+            ran, completed = ran + 1, completed + result.completed
+    finally:
+        service.close()
+    print(f"reprocessed {ran} failed event(s): {completed} completed, {ran - completed} not")
+    return 0 if completed == ran else 1
 
 
 _PROVIDERS = bootstrap.PROVIDERS.names()
@@ -153,16 +114,30 @@ def register(commands) -> None:
     listing.add_argument("--provider", choices=_PROVIDERS, help="only this provider's events")
     listing.set_defaults(func=_list)
 
-    for name, func, help_text in (
-        ("show", _show, "payload, outcome, attempts and failures of one event"),
-        ("reprocess", _reprocess, "re-run an event from its stored payload through the claim"),
-    ):
-        action = actions.add_parser(name, help=help_text)
-        action.add_argument("event_id", metavar="EVT_ID")
-        action.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
-        action.set_defaults(func=func)
-    actions.choices["reprocess"].add_argument(
+    show = actions.add_parser("show", help="payload, outcome, attempts and failures of one event")
+    show.add_argument("event_id", metavar="EVT_ID")
+    show.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
+    show.set_defaults(func=_show)
+
+    again = actions.add_parser(
+        "reprocess",
+        help="re-run an event from its stored payload through the claim, or every failed one selected",
+    )
+    again.add_argument("event_id", metavar="EVT_ID", nargs="?")
+    again.add_argument(
+        "--provider",
+        choices=_PROVIDERS,
+        help="the event's provider (default stripe); with --status, a filter",
+    )
+    again.add_argument("--status", choices=("failed",), help="every failed event the filters select")
+    again.add_argument("--type", help="with --status: only events of this type")
+    again.add_argument("--since", type=durations.instant, help="with --status: received since (1h, 7d, ISO)")
+    again.add_argument(
+        "--dry-run", action="store_true", help="with --status: print the count and ids, run none"
+    )
+    again.add_argument(
         "--allow-ignored",
         action="store_true",
         help="close the event as ignored even though no handler here takes its type",
     )
+    again.set_defaults(func=_reprocess)

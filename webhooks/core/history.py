@@ -9,6 +9,7 @@ are not what the sender sends, core.events.InvalidFields).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -110,12 +111,40 @@ def events(
     status: str | None = None,
     event_type: str | None = None,
     since: datetime | None = None,
-    limit: int = 50,
+    limit: int | None = 50,
     provider: str | None = None,
 ) -> list[EventSummary]:
-    """Most recent first, completed and failed alike unless `status` says which; any provider unless named."""
+    """Most recent first, completed and failed alike unless `status` says which; any provider unless named.
+
+    No `limit` (None) is every one.
+    """
     params = {"status": status, "type": event_type, "since": since, "limit": limit, "provider": provider}
     return conn.cursor(row_factory=class_row(EventSummary)).execute(_LIST, params).fetchall()
+
+
+def to_reprocess(
+    conn: psycopg.Connection,
+    since: datetime | None = None,
+    event_type: str | None = None,
+    provider: str | None = None,
+) -> list[EventSummary]:
+    """The failed events a bulk reprocess re-runs (`events reprocess --status failed`, /admin), oldest first.
+
+    Only those whose claim never completed: one refused for good (a 4xx,
+    its ledger row written) would only replay its stored answer.
+    """
+    rows = events(conn, "failed", event_type, since, None, provider)
+    return [row for row in reversed(rows) if row.outcome is None]
+
+
+def readable(payload: str | None) -> str | None:
+    """A stored payload indented for a person; text that is not JSON as it is."""
+    if payload is None:
+        return None
+    try:
+        return json.dumps(json.loads(payload), indent=2)
+    except ValueError:
+        return payload
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,12 @@ BEGIN
             CASE WHEN p_status = 'completed' THEN now() END)
     ON CONFLICT (provider, event_id) DO NOTHING
     RETURNING id INTO claimed.ledger_id;
-    IF claimed.ledger_id IS NULL THEN
+    IF claimed.ledger_id IS NOT NULL THEN
+        -- For this transaction only: the outbox jobs it enqueues name the
+        -- event that made them (webhooks_enqueue, outbox.sql), for /admin.
+        PERFORM set_config('webhooks.event_provider', p_provider, true),
+                set_config('webhooks.event_id', p_event_id, true);
+    ELSE
         -- A statement of its own, so a snapshot of its own: it sees the
         -- row the INSERT waited for (none if that was pruned meanwhile).
         SELECT status, response_status, response_body, event_type

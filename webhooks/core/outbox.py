@@ -29,6 +29,10 @@ from . import jobs
 ENTRYPOINT = "webhooks.outbox"
 KEY_HEADER = "idempotency-key"
 KIND_HEADER = "kind"
+# The event whose claim enqueued the job, when one did (webhooks_claim sets it for its transaction).
+EVENT_PROVIDER_HEADER = "event-provider"
+EVENT_ID_HEADER = "event-id"
+EVENT_HEADERS = (EVENT_PROVIDER_HEADER, EVENT_ID_HEADER)
 # pgqueuer's statuses: queued (waiting, possibly for a retry's backoff),
 # picked (a worker has it), failed (dead letter: held after the last attempt).
 DEAD = "failed"
@@ -108,28 +112,116 @@ class Job:
     created: datetime
     execute_after: datetime
     last_error: str | None
+    # The event whose claim enqueued it; None for the access sweep's jobs and older ones.
+    event_provider: str | None = None
+    event_id: str | None = None
 
 
-_RECENT = """
-SELECT j.id, j.status::text, j.headers->>%(kind)s, j.headers->>%(key)s,
+@dataclass(frozen=True)
+class Jobs:
+    """Which outbox jobs: every condition given must hold."""
+
+    status: str | None = None
+    kind: str | None = None
+    ids: list[int] | None = None
+    # Created before this moment.
+    before: datetime | None = None
+    # Made by this event's claim.
+    event: tuple[str, str] | None = None
+
+    def params(self) -> dict[str, Any]:
+        provider, event_id = self.event or (None, None)
+        return {
+            "entrypoint": ENTRYPOINT,
+            "kind_header": KIND_HEADER,
+            "key_header": KEY_HEADER,
+            "provider_header": EVENT_PROVIDER_HEADER,
+            "event_header": EVENT_ID_HEADER,
+            "status": self.status,
+            "kind": self.kind,
+            "ids": self.ids,
+            "before": self.before,
+            "provider": provider,
+            "event_id": event_id,
+        }
+
+
+EVERY_JOB = Jobs()
+DEAD_LETTERS = Jobs(status=DEAD)
+
+# The one selection of jobs every read and action here shares.
+_MATCHING = """
+j.entrypoint = %(entrypoint)s
+AND (%(status)s::text IS NULL OR j.status::text = %(status)s)
+AND (%(kind)s::text IS NULL OR j.headers->>%(kind_header)s = %(kind)s)
+AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
+AND (%(before)s::timestamptz IS NULL OR j.created < %(before)s)
+AND (%(event_id)s::text IS NULL OR (j.headers->>%(provider_header)s = %(provider)s
+                                    AND j.headers->>%(event_header)s = %(event_id)s))
+"""
+
+_LIST = f"""
+SELECT j.id, j.status::text, j.headers->>%(kind_header)s, j.headers->>%(key_header)s,
        -- pgqueuer counts the retries it scheduled: a dead job's last try is not among them.
        j.attempts + (j.status = 'failed')::int,
        j.created, j.execute_after,
        (SELECT l.traceback->>'exception_message'
         FROM pgqueuer_log l
         WHERE l.job_id = j.id AND l.traceback IS NOT NULL
-        ORDER BY l.id DESC LIMIT 1)
+        ORDER BY l.id DESC LIMIT 1),
+       j.headers->>%(provider_header)s, j.headers->>%(event_header)s
 FROM pgqueuer j
-WHERE j.entrypoint = %(entrypoint)s
+WHERE {_MATCHING}
 ORDER BY (j.status = 'failed') DESC, j.id DESC
 LIMIT %(limit)s
 """
 
 
-def pending(conn: psycopg.Connection, limit: int = 50) -> list[Job]:
+def pending(conn: psycopg.Connection, limit: int | None = 50, which: Jobs = EVERY_JOB) -> list[Job]:
     """Jobs not yet delivered, dead letters first; delivered jobs leave the table."""
-    rows = conn.execute(
-        _RECENT,
-        {"kind": KIND_HEADER, "key": KEY_HEADER, "entrypoint": ENTRYPOINT, "limit": limit},
-    )
-    return [Job(*row) for row in rows]
+    return [Job(*row) for row in conn.execute(_LIST, {**which.params(), "limit": limit})]
+
+
+# As pgqueuer's own requeue (QueueManagementService.requeue, its
+# build_requeue_jobs_query): back to queued now with its tries counted from
+# zero, and the log entry it writes. Ours is one statement on the caller's
+# connection that says which jobs it moved, and leaves dead a job whose key
+# is pending again (enqueued anew since it died): requeuing it would break
+# the key's uniqueness among pending jobs.
+_REQUEUE = f"""
+WITH requeued AS (
+    UPDATE pgqueuer j
+    SET status = 'queued', execute_after = now(), updated = now(), attempts = 0, queue_manager_id = NULL
+    WHERE {_MATCHING} AND j.status = 'failed'
+      AND NOT EXISTS (SELECT 1 FROM pgqueuer p
+                      WHERE p.dedupe_key = j.dedupe_key AND p.status IN ('queued', 'picked'))
+    RETURNING j.id, j.entrypoint, j.priority
+), logged AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'queued', entrypoint, priority FROM requeued
+)
+SELECT id FROM requeued ORDER BY id
+"""
+
+# A dead letter given up on: the row goes, its log keeps the history (`prune` ages it out).
+_PURGE = f"""
+WITH purged AS (
+    DELETE FROM pgqueuer j
+    WHERE {_MATCHING} AND j.status = 'failed'
+    RETURNING j.id, j.entrypoint, j.priority
+), logged AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'deleted', entrypoint, priority FROM purged
+)
+SELECT id FROM purged ORDER BY id
+"""
+
+
+def requeue(conn: psycopg.Connection, which: Jobs = DEAD_LETTERS) -> list[int]:
+    """The dead letters among `which` moved back to queued, for the worker to try again; their ids."""
+    return [job_id for (job_id,) in conn.execute(_REQUEUE, which.params())]
+
+
+def purge(conn: psycopg.Connection, which: Jobs = DEAD_LETTERS) -> list[int]:
+    """The dead letters among `which` deleted; their ids."""
+    return [job_id for (job_id,) in conn.execute(_PURGE, which.params())]

@@ -8,9 +8,10 @@ the Registry every process builds (webhooks/bootstrap.py):
 - its outbox job kinds, each with its JSON Schema (core/jobs.py), and the
   ones the worker performs itself instead of POSTing (Stripe's fetch);
 - its metrics, which /metrics exposes;
-- the periodic work the worker runs beside the queue (Stripe's access sweep).
+- the periodic work the worker runs beside the queue (Stripe's access sweep);
+- the payload keys that carry a person, which /admin redacts when it shows a payload.
 
-A module declares the first three as `PARTS = Parts(...)`, which
+A module declares all but the periodic work as `PARTS = Parts(...)`, which
 `Registry.include` takes with the module's handlers, so a new Stripe object
 is its own module; periodic work depends on the settings, so a domain's
 `register` adds it (`Registry.periodic`).
@@ -29,11 +30,12 @@ from .jobs import JobKind
 
 @dataclass(frozen=True)
 class Parts:
-    """A module's outcome words, job kinds and metrics."""
+    """A module's outcome words, job kinds, metrics and personal fields."""
 
     outcomes: tuple[str, ...] = ()
     jobs: tuple[JobKind, ...] = ()
     metrics: tuple[Collector, ...] = ()
+    personal: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

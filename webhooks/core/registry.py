@@ -126,6 +126,7 @@ class Registry:
         self._jobs: dict[str, JobKind] = {}
         self._metrics: list[Collector] = []
         self._periodic: list[Periodic] = []
+        self._personal: set[str] = set()
 
     def add(
         self,
@@ -163,8 +164,9 @@ class Registry:
                     self.add(sender, event_types, value, one_statement, reads)
 
     def bring(self, parts: Parts) -> None:
-        """Add a module's outcome words, job kinds and metrics; a kind named again is replaced."""
+        """Add a module's outcome words, job kinds, metrics and personal fields; a kind added again wins."""
         self._outcomes.update(parts.outcomes)
+        self._personal.update(parts.personal)
         self._jobs.update((kind.name, kind) for kind in parts.jobs)
         self._metrics.extend(metric for metric in parts.metrics if metric not in self._metrics)
 
@@ -184,6 +186,10 @@ class Registry:
 
     def metrics(self) -> tuple[Collector, ...]:
         return tuple(self._metrics)
+
+    def personal_fields(self) -> frozenset[str]:
+        """Payload keys that carry a person, in any domain's payloads."""
+        return frozenset(self._personal)
 
     def periodic_work(self) -> tuple[Periodic, ...]:
         return tuple(self._periodic)

@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import stripe
@@ -36,6 +36,19 @@ def parse_span(text: str) -> timedelta:
     if not match:
         raise ValueError(f"{text!r} is not a span like 30d, 12h, 90m or 45s")
     return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def parse_instant(text: str) -> datetime:
+    """A span back from now (`1h`) or an ISO-8601 time (UTC unless it says otherwise); ValueError else."""
+    try:
+        return datetime.now(UTC) - parse_span(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a span (1h) nor an ISO time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _whole(raw: str) -> int:

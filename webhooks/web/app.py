@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["webhooks.pool"] = service.pool
     _probes(app, service)
     enabled = service.providers.enabled(settings)
-    admin.install(app, settings.admin_token, service.pool, service.providers, enabled)
+    admin.install(app, settings.admin_token, service, enabled)
     # The domains' metrics (Registry.metrics) beside the app's own.
     observe = metrics.Metrics(service.pool, settings.front_dir, service.registry.metrics())
     delivery.install(app, service, observe.delivery)

@@ -36,7 +36,11 @@ DATA_REQUEST_JOB = jobs.documented("shopify.customer.data_request")
 DATA_REQUEST_QUEUED = "data_request_queued"
 REDACTED = "redacted"
 ALREADY_DONE = "already_done"  # this signed request was acted on before, under another event id
-PARTS = Parts(outcomes=(DATA_REQUEST_QUEUED, REDACTED, ALREADY_DONE), jobs=(DATA_REQUEST_JOB,))
+PARTS = Parts(
+    outcomes=(DATA_REQUEST_QUEUED, REDACTED, ALREADY_DONE),
+    jobs=(DATA_REQUEST_JOB,),
+    personal=payloads.PERSONAL_FIELDS,
+)
 
 _FIRST_TIME = """
 INSERT INTO shopify_compliance_requests (body_sha256, topic, shop, event_id) VALUES (%s, %s, %s, %s)

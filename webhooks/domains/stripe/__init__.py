@@ -38,6 +38,26 @@ _SUCCESSES = (
         checkout.Session,
     ),
 )
+# Where Stripe's objects carry a person (Customer, Charge's billing_details,
+# Checkout Session's customer_details, shipping): /admin shows none of them.
+PERSONAL_FIELDS = frozenset(
+    {
+        "email",
+        "name",
+        "phone",
+        "address",
+        "shipping",
+        "billing_details",
+        "customer_details",
+        "customer_email",
+        "customer_name",
+        "customer_phone",
+        "customer_address",
+        "customer_shipping",
+        "receipt_email",
+        "ip_address",
+    }
+)
 # The modules besides the objects' that bring parts.
 _SHARED = (orders, access, thin, fetch, scope, versions)
 
@@ -46,7 +66,7 @@ def register(registry: Registry, settings: Settings) -> None:
     """Add the Stripe handlers and parts, and the rules for the Stripe events none of the handlers takes."""
     registry.include(*objects.MODULES, *_SHARED, provider=NAME)
     # The provider's admission settles a connected account's event of the other mode.
-    registry.bring(Parts(outcomes=(IGNORED_OTHER_MODE,)))
+    registry.bring(Parts(outcomes=(IGNORED_OTHER_MODE,), personal=PERSONAL_FIELDS))
     shipping = Orders(settings.order_marker_key)
     for event_type, handler, success, reads in _SUCCESSES:
         registry.add(

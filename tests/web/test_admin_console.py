@@ -1,0 +1,272 @@
+"""/admin as a console: an event's page, and its actions (reprocess one, reprocess failed ones, requeue).
+
+Every action is a POST behind the admin token with a CSRF token, runs the
+code its command runs, and writes one audit line; a GET changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import requests
+
+from tests.conftest import post_event, scripted_event, signed_headers, table_counts
+from tests.support.dead_letters import dead_letter, status_of
+from webhooks.core import outbox
+from webhooks.traffic import samples
+from webhooks.web.admin import csrf
+
+TOKEN = "admin-token-for-tests-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def admin_client(make_app):
+    return make_app(WEBHOOK_ADMIN_TOKEN=TOKEN, WEBHOOK_REDACT_FIELDS="loyalty_number").test_client()
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+def page(client, path: str) -> str:
+    response = client.get(path, headers=AUTH)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_data(as_text=True)
+
+
+def failed_once(client) -> dict:
+    """An event whose first attempt failed (500); the next attempt succeeds."""
+    evt = scripted_event(fail_attempts=1)
+    assert post_event(client, evt).status_code == 500
+    return evt
+
+
+def outcome(db, event_id: str) -> str | None:
+    row = db.execute("SELECT outcome FROM webhook_events WHERE event_id = %s", [event_id]).fetchone()
+    return row and row[0]
+
+
+def test_the_lists_link_each_event_to_its_page(admin_client):
+    evt = failed_once(admin_client)
+    html = admin_client.get(f"/admin?token={TOKEN}").get_data(as_text=True)
+    link = f'href="/admin/events/stripe/{evt["id"]}?token={TOKEN}"'
+    # In the failed events and in the recent events.
+    assert html.count(link) == 2
+    detail = page(admin_client, f"/admin/events/stripe/{evt['id']}")
+    assert "ScriptedFailure: scripted failure 1" in detail and "tests.handlers.scripted" in detail
+    assert 'id="reprocess"' in detail
+
+
+def test_an_unknown_event_is_404(admin_client):
+    assert admin_client.get("/admin/events/stripe/evt_nothing", headers=AUTH).status_code == 404
+
+
+def test_the_event_page_redacts_personal_fields_and_the_configured_ones(admin_client):
+    evt = samples.payment_events()[1]
+    evt["data"]["object"]["receipt_email"] = "jane.doe@example.com"
+    evt["data"]["object"]["metadata"] = {"loyalty_number": "LN-554433", "order_ref": "ord_77"}
+    assert post_event(admin_client, evt).status_code == 200
+    html = page(admin_client, f"/admin/events/stripe/{evt['id']}")
+    payload = re.search(r'<pre id="payload">(.*?)</pre>', html, re.S).group(1)
+    assert "jane.doe@example.com" not in html and "LN-554433" not in html
+    assert "&#34;receipt_email&#34;: &#34;[redacted]&#34;" in payload
+    assert "&#34;loyalty_number&#34;: &#34;[redacted]&#34;" in payload
+    assert "ord_77" in payload and evt["data"]["object"]["id"] in payload
+
+
+def test_the_event_page_lists_the_outbox_jobs_its_claim_made_and_no_other(admin_client):
+    mine, other = samples.payment_events()[1], samples.payment_events()[1]
+    mine["id"], other["id"] = "evt_mine_0001", "evt_other_0002"
+    other["data"]["object"]["id"] = "pi_other_0002"
+    for evt in (mine, other):
+        assert post_event(admin_client, evt).status_code == 200
+    html = page(admin_client, f"/admin/events/stripe/{mine['id']}")
+    jobs = re.search(r'<table id="event-jobs">(.*?)</table>', html, re.S).group(1)
+    assert f"order.fulfilled:{mine['data']['object']['id']}" in jobs
+    assert "pi_other_0002" not in jobs
+
+
+@pytest.mark.parametrize("presented", [None, "", "not-a-token", csrf.Tokens("another-admin-token").issue()])
+def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(admin_client, db, presented):
+    evt = failed_once(admin_client)
+    form = {} if presented is None else {"csrf": presented}
+    response = admin_client.post(f"/admin/events/stripe/{evt['id']}/reprocess", headers=AUTH, data=form)
+    assert response.status_code == 403
+    assert "CSRF" in response.get_data(as_text=True)
+    assert outcome(db, evt["id"]) is None
+
+
+def test_an_expired_csrf_token_is_refused(admin_client, db, monkeypatch):
+    evt = failed_once(admin_client)
+    token = csrf_of(page(admin_client, f"/admin/events/stripe/{evt['id']}"))
+    monkeypatch.setattr(csrf, "MAX_AGE_S", -1)
+    response = admin_client.post(
+        f"/admin/events/stripe/{evt['id']}/reprocess", headers=AUTH, data={"csrf": token}
+    )
+    assert response.status_code == 403 and outcome(db, evt["id"]) is None
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
+def test_an_action_without_the_admin_token_is_refused_even_with_a_csrf_token(admin_client, db, headers):
+    evt = failed_once(admin_client)
+    token = csrf_of(page(admin_client, f"/admin/events/stripe/{evt['id']}"))
+    for path in (
+        f"/admin/events/stripe/{evt['id']}/reprocess",
+        "/admin/reprocess",
+        "/admin/outbox/1/requeue",
+    ):
+        response = admin_client.post(path, headers=headers, data={"csrf": token, "count": "1"})
+        assert response.status_code == 401 and response.headers["WWW-Authenticate"] == "Bearer"
+    assert outcome(db, evt["id"]) is None
+
+
+def test_a_get_changes_nothing(admin_client, db):
+    evt = failed_once(admin_client)
+    job_id = dead_letter(db, "test.effect:pi_dead")
+    assert admin_client.get(f"/admin/events/stripe/{evt['id']}/reprocess", headers=AUTH).status_code == 405
+    assert admin_client.get(f"/admin/outbox/{job_id}/requeue", headers=AUTH).status_code == 405
+    page(admin_client, "/admin/reprocess")  # the count, not the action
+    assert outcome(db, evt["id"]) is None
+    assert outbox.pending(db)[0].status == outbox.DEAD
+
+
+def test_reprocess_runs_a_failed_event_through_the_claim(admin_client, db):
+    evt = failed_once(admin_client)
+    token = csrf_of(page(admin_client, f"/admin/events/stripe/{evt['id']}"))
+    response = admin_client.post(
+        f"/admin/events/stripe/{evt['id']}/reprocess", headers=AUTH, data={"csrf": token}
+    )
+    assert response.status_code == 200
+    assert "200 scripted" in response.get_data(as_text=True)
+    assert outcome(db, evt["id"]) == "scripted"
+
+
+def test_reprocessing_a_completed_event_replays_its_answer_and_fulfils_nothing_again(admin_client, db):
+    evt = samples.payment_events()[1]
+    assert post_event(admin_client, evt).status_code == 200
+    before = table_counts(db), outbox.depth(db)[0].jobs
+    html = page(admin_client, f"/admin/events/stripe/{evt['id']}")
+    assert 'id="reprocess"' not in html  # no button for it
+    # Nothing on the page posts it; a request made by hand still meets the claim.
+    token = csrf.Tokens(TOKEN).issue()
+    response = admin_client.post(
+        f"/admin/events/stripe/{evt['id']}/reprocess", headers=AUTH, data={"csrf": token}
+    )
+    assert "(already completed: stored answer)" in response.get_data(as_text=True)
+    assert (table_counts(db), outbox.depth(db)[0].jobs) == before
+    assert table_counts(db)["fulfilments"] == 1
+
+
+def test_an_event_whose_handler_this_process_lacks_is_refused_not_closed(make_app, db):
+    # The event failed in a process with the test handlers; this console has none for its type.
+    failed = failed_once(make_app().test_client())
+    console = make_app(WEBHOOK_ADMIN_TOKEN=TOKEN, WEBHOOK_HANDLER_MODULES="").test_client()
+    token = csrf_of(page(console, f"/admin/events/stripe/{failed['id']}"))
+    response = console.post(
+        f"/admin/events/stripe/{failed['id']}/reprocess", headers=AUTH, data={"csrf": token}
+    )
+    assert response.status_code == 409
+    assert "no handler for test.scripted" in response.get_data(as_text=True)
+    assert outcome(db, failed["id"]) is None
+
+
+def count_shown(html: str) -> int:
+    return int(re.search(r'<p id="count">(\d+) failed event', html).group(1))
+
+
+def test_reprocess_failed_shows_the_count_first_then_runs_exactly_those(admin_client, db):
+    failing = [failed_once(admin_client) for _ in range(3)]
+    db.execute(
+        "INSERT INTO webhook_failures (provider, event_id, event_type, error_class, payload)"
+        " VALUES ('stripe', 'evt_other_type', 'charge.refunded', 'Boom', '{}')"
+    )
+    completed = scripted_event()
+    assert post_event(admin_client, completed).status_code == 200
+
+    confirm = page(admin_client, "/admin/reprocess?type=test.scripted&since=1h")
+    assert count_shown(confirm) == 3
+    assert all(evt["id"] in confirm for evt in failing)
+    assert completed["id"] not in confirm and "evt_other_type" not in confirm
+    assert [outcome(db, evt["id"]) for evt in failing] == [None] * 3  # counting ran nothing
+
+    form = dict(re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', confirm))
+    assert form["count"] == "3" and form["type"] == "test.scripted"
+    response = admin_client.post("/admin/reprocess", headers=AUTH, data=form)
+    assert response.status_code == 200
+    assert '<p id="summary">3 of 3 completed.</p>' in response.get_data(as_text=True)
+    assert [outcome(db, evt["id"]) for evt in failing] == ["scripted"] * 3
+
+
+def test_reprocess_failed_with_a_count_that_no_longer_holds_runs_nothing_and_recounts(admin_client, db):
+    first = failed_once(admin_client)
+    confirm = page(admin_client, "/admin/reprocess")
+    assert count_shown(confirm) == 1
+    second = failed_once(admin_client)  # a new failure since the count was shown
+    form = dict(re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', confirm))
+    response = admin_client.post("/admin/reprocess", headers=AUTH, data=form)
+    assert response.status_code == 409
+    assert count_shown(response.get_data(as_text=True)) == 2
+    assert outcome(db, first["id"]) is None and outcome(db, second["id"]) is None
+
+
+def test_a_since_that_is_neither_a_span_nor_a_time_is_a_400(admin_client):
+    response = admin_client.get("/admin/reprocess?since=yesterday", headers=AUTH)
+    assert response.status_code == 400 and "since" in response.get_data(as_text=True)
+
+
+def test_requeue_moves_a_dead_letter_back_to_queued_from_zero(admin_client, db):
+    job_id = dead_letter(db, "test.effect:pi_dead")
+    html = page(admin_client, "/admin")
+    assert f'id="requeue-{job_id}"' in html
+    response = admin_client.post(
+        f"/admin/outbox/{job_id}/requeue", headers=AUTH, data={"csrf": csrf_of(html)}
+    )
+    assert response.status_code == 200
+    assert status_of(db, job_id) == ("queued", 0)
+    again = admin_client.post(f"/admin/outbox/{job_id}/requeue", headers=AUTH, data={"csrf": csrf_of(html)})
+    assert again.status_code == 409  # no longer a dead letter
+
+
+def _audit_lines(output: str) -> list[dict]:
+    lines = (json.loads(line) for line in output.splitlines() if line.startswith("{"))
+    return [line for line in lines if line.get("event") == "admin_action"]
+
+
+def test_each_action_writes_one_audit_line_with_ids_and_no_customer_data(gunicorn, db):
+    server = gunicorn(WEB_CONCURRENCY=1, WEBHOOK_ADMIN_TOKEN=TOKEN)
+    evt = scripted_event(fail_attempts=1, email="jane.doe@example.com")
+    body = samples.encode(evt)
+    assert (
+        requests.post(
+            f"{server.url}/webhooks/stripe", data=body, headers=signed_headers(body), timeout=30
+        ).status_code
+        == 500
+    )
+    job_id = dead_letter(db, "test.effect:pi_dead")
+    session = requests.Session()
+    session.headers.update(AUTH)
+    token = csrf_of(session.get(f"{server.url}/admin", timeout=30).text)
+    posts = [
+        (f"/admin/events/stripe/{evt['id']}/reprocess", {}),
+        ("/admin/reprocess", {"count": "0"}),
+        (f"/admin/outbox/{job_id}/requeue", {}),
+    ]
+    forged = session.post(f"{server.url}{posts[0][0]}", data={"csrf": "forged"}, timeout=30)
+    assert forged.status_code == 403
+    for path, form in posts:
+        assert (
+            session.post(f"{server.url}{path}", data={"csrf": token, **form}, timeout=30).status_code == 200
+        )
+    server.stop()
+    lines = _audit_lines(server.output())
+    assert [line["action"] for line in lines] == ["reprocess", "reprocess_failed", "requeue"]
+    assert lines[0]["event_ids"] == [evt["id"]] and lines[0]["completed"] is True
+    assert lines[1]["count"] == 0
+    assert lines[2]["job_ids"] == [job_id]
+    assert all(line["actor"] == "admin_token" and line["level"] == "info" for line in lines)
+    assert "jane.doe" not in server.output()
+    [refused] = [json.loads(line) for line in server.output().splitlines() if '"admin_refused"' in line]
+    assert (refused["reason"], refused["level"]) == ("csrf", "warning")
