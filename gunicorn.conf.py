@@ -67,6 +67,8 @@ loglevel = _process.gunicorn_log_level
 # makes gunicorn build an access-log line for every request, measured as
 # extra worker CPU per delivery, even with no access log wanted.
 logger_class = "webhooks.infra.logs.GunicornLogger"
+# How often each worker writes its connection pool's figures for /metrics.
+POOL_METRICS_S = 1.0
 
 # prometheus-client's multi-process mode: each worker writes its metrics to
 # files here and /metrics adds them up; without it a scrape would see only the
@@ -98,6 +100,14 @@ def post_fork(server, worker):
     if _account:
         os.setgroups(_account.groups())
         os.setgid(_account.gid)
+
+
+def post_worker_init(worker):
+    # Each worker's pool figures, for the scrapes another worker answers
+    # (webhooks/web/metrics.py); an app without them (a benchmark's) has none.
+    metrics = getattr(worker.wsgi, "extensions", {}).get("webhooks.metrics")
+    if metrics is not None:
+        metrics.observe_pool_every(POOL_METRICS_S)
 
 
 def child_exit(server, worker):

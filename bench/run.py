@@ -145,6 +145,8 @@ class Measure:
     # Share of the machine's CPU left idle during the row's window.
     idle: float = math.nan
     p50_ms: float = math.nan
+    # Instructions retired per HTTP attempt, by the same parts (perf stat; empty where it cannot count).
+    instructions: dict[str, float] = field(default_factory=dict)
 
 
 def _row_names(text: str) -> list[str]:
@@ -242,6 +244,8 @@ class Bench:
         self.args, self.empty, self.filled, self.seed, self.workdir = args, empty, filled, seed, workdir
         self.rates: dict[tuple, float] = {}  # last measured events/s, to size the next round
         self.profile_pending = args.profile
+        # Why instructions are not counted (perf stat), or None when they are.
+        self.no_instructions = cpu.instructions_unsupported()
         # gunicorn's WEB_CONCURRENCY for the wrk rows; None: gunicorn.conf.py's default.
         self.web_workers: int | None = None
 
@@ -359,7 +363,13 @@ class Bench:
             count += WARM_UP_EVENTS
             wrk.write_requests(requests, url, SECRET, samples.payment_stream(count), duplicates)
             before = self._completed(served, conninfo)
-            meter = cpu.Meter(cpu.children(pid) or [pid], cpu.backends(conninfo, name), front)
+            # The web tier is every process of the server: gunicorn's master and workers, or Node's one.
+            meter = cpu.Meter(
+                [pid, *cpu.children(pid)],
+                cpu.backends(conninfo, name),
+                front,
+                instructions=self.no_instructions is None,
+            )
             with _py_spy(pid, spy_output), meter:
                 run = wrk.run(url, requests, self.args.concurrency, self.args.seconds, self.args.wrk_cpus)
         attempts = run.requests_per_s * run.seconds
@@ -377,6 +387,7 @@ class Bench:
             notes,
             {part: seconds / attempts * 1e6 for part, seconds in used.items()},
             meter.idle,
+            instructions={part: count / attempts for part, count in meter.instructions.items()},
         )
 
     def _outbox(self, row: str) -> Measure:
@@ -602,7 +613,84 @@ def _ratio_row(label: str, values: list[float]) -> list[str]:
     return [label, f"{statistics.median(values):.2f}", " / ".join(f"{v:.2f}" for v in values)]
 
 
-def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[str, Measure]]) -> str:
+# What the service's and the seed handler's processes each spent per delivery: (label, parts summed).
+_PROCESSES = (
+    ("web (gunicorn master + workers; the seed: its Node process)", ("workers",)),
+    ("PostgreSQL backends", ("postgres",)),
+    ("web + PostgreSQL", ("workers", "postgres")),
+)
+
+
+def _per_delivery(measure: Measure, parts: tuple[str, ...], instructions: bool = False) -> float:
+    figures = measure.instructions if instructions else measure.cpu_us
+    return sum(figures.get(part, math.nan) for part in parts)
+
+
+def render_by_process(
+    args: argparse.Namespace, rounds: list[dict[str, Measure]], no_instructions: str | None
+) -> str:
+    """CPU (and, where perf counts them, instructions) per delivery by process, service over seed per round.
+
+    CPU per delivery moves less with the machine's other load than events/s
+    does; each ratio is taken within a round and the table shows the median
+    and the spread over rounds.
+    """
+    rows = [key for key in args.rows if key in rounds[0]]
+    pairs = [
+        (f"K={k}", service, seed)
+        for k, service, seed in ((1, "wrk_service", "seed"), (args.duplicates, "wrk_service_dup", "seed_dup"))
+        if service in rows and seed in rows
+    ]
+    table = []
+    units = [("µs CPU", False)] + ([] if no_instructions else [("instructions", True)])
+    for unit, instructions in units:
+        for k, service, seed in pairs:
+            for label, parts in _PROCESSES:
+                ours = [_per_delivery(r[service], parts, instructions) for r in rounds]
+                theirs = [_per_delivery(r[seed], parts, instructions) for r in rounds]
+                ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
+                table.append(
+                    [
+                        f"{k}, {unit}: {label}",
+                        f"{statistics.median(ours):.0f}",
+                        f"{statistics.median(theirs):.0f}",
+                        f"**{statistics.median(ratios):.2f}**",
+                        f"{min(ratios):.2f}-{max(ratios):.2f}",
+                        " / ".join(f"{v:.2f}" for v in ratios),
+                    ]
+                )
+        if "wrk_service_front" in rows:
+            front = [_per_delivery(r["wrk_service_front"], ("front",), instructions) for r in rounds]
+            table.append(
+                [f"K=1, {unit}: front (nginx, the service through it)", f"{statistics.median(front):.0f}"]
+                + ["-"] * 4
+            )
+    if not table:
+        return ""
+    lines = [
+        markdown_table(
+            [
+                "per delivery (HTTP attempt), by process",
+                "service",
+                "seed article's handler",
+                "service / seed, median",
+                "spread",
+                "per round",
+            ],
+            table,
+        )
+    ]
+    if no_instructions:
+        lines.append(f"Instructions per delivery: not counted, {no_instructions}.")
+    return "\n\n".join(lines)
+
+
+def render(
+    args: argparse.Namespace,
+    titles: dict[str, str],
+    rounds: list[dict[str, Measure]],
+    no_instructions: str | None = None,
+) -> str:
     rows = [key for key in args.rows if key in rounds[0]]
     table = []
     for key in rows:
@@ -636,20 +724,15 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
                 [_cpu_through_front(r) for r in rounds],
             )
         )
-    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
     setup = (
-        f"{os.cpu_count()} cores; gunicorn.conf.py defaults"
-        + (
-            f" with {', '.join(overrides)}"
-            if overrides
-            else " (gthread, workers = cores, 8 threads each, keep-alive)"
-        )
-        + f"; {args.concurrency} concurrent connections (pgbench: clients); {args.rounds} rounds of "
-        f"about {args.seconds} s per row; medians over rounds"
+        f"{os.cpu_count()} cores; {_serving()}; {args.concurrency} concurrent connections "
+        f"(pgbench: clients); {args.rounds} rounds of about {args.seconds} s per row; medians over rounds"
     )
+    by_process = render_by_process(args, rounds, no_instructions)
     return (
         "\n\n".join(
             [
+                *([by_process] if by_process else []),
                 markdown_table(
                     [
                         "row",
@@ -672,6 +755,14 @@ def render(args: argparse.Namespace, titles: dict[str, str], rounds: list[dict[s
         )
         + "\n"
     )
+
+
+def _serving() -> str:
+    """How gunicorn served the rows: its config's defaults, and the settings that overrode them."""
+    overrides = [f"{name}={os.environ[name]}" for name in _SETTINGS if os.environ.get(name)]
+    if overrides:
+        return f"gunicorn.conf.py defaults with {', '.join(overrides)}"
+    return "gunicorn.conf.py defaults (gthread, workers = cores, 8 threads each, keep-alive)"
 
 
 def _swept(row: str, workers: int) -> str:
@@ -709,6 +800,11 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
                     for cell in (f"{statistics.median(rates(row, workers)):.0f}", efficiency(row, workers))
                 ),
                 f"{100 * statistics.median(r[_swept(_SWEPT[0], workers)].idle for r in rounds):.0f}",
+                *(
+                    _median_cpu([r[_swept(row, workers)] for r in rounds], part)
+                    for row in _SWEPT
+                    for part in ("workers", "postgres")
+                ),
                 *(" / ".join(f"{v:.0f}" for v in rates(row, workers)) for row in _SWEPT),
                 ", ".join(f"{label}: {n}" for label, n in sorted(notes.items())),
             ]
@@ -716,9 +812,9 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
     k = args.duplicates
     pinned = f"wrk pinned to CPUs {args.wrk_cpus}" if args.wrk_cpus else "wrk not pinned (--wrk-cpus)"
     setup = (
-        f"{os.cpu_count()} cores; {pinned}; {args.concurrency} connections; {args.rounds} rounds of "
-        f"about {args.seconds} s per row; per-worker efficiency: events/s at N workers / (N x events/s "
-        f"at {fewest}), same round; medians over rounds"
+        f"{os.cpu_count()} cores; {_serving()}; {pinned}; {args.concurrency} connections; "
+        f"{args.rounds} rounds of about {args.seconds} s per row; per-worker efficiency: events/s at "
+        f"N workers / (N x events/s at {fewest}), same round; medians over rounds"
     )
     header = [
         "gunicorn workers",
@@ -727,6 +823,10 @@ def render_sweep(args: argparse.Namespace, rounds: list[dict[str, Measure]]) -> 
         f"K={k} unique events/s",
         "per-worker efficiency",
         "machine idle % (K=1)",
+        "K=1 CPU µs/delivery: web",
+        "postgres",
+        f"K={k} CPU µs/delivery: web",
+        "postgres",
         "K=1 per round",
         f"K={k} per round",
         "totals",
@@ -772,7 +872,11 @@ def main(argv: list[str] | None = None) -> int:
                         file=sys.stderr,
                     )
     print(f"$ python -m bench {shlex.join(argv if argv is not None else sys.argv[1:])}\n")
-    print(render_sweep(args, rounds) if args.sweep_workers else render(args, bench.titles(), rounds))
+    print(
+        render_sweep(args, rounds)
+        if args.sweep_workers
+        else render(args, bench.titles(), rounds, bench.no_instructions)
+    )
     if args.profile:
         if not args.profile.is_file() or not args.profile.stat().st_size:
             print(

@@ -270,7 +270,7 @@ class Gunicorn:
             assert self.proc.poll() is None, self.output()
             try:
                 ready = requests.get(self._probe, timeout=5).status_code == 200
-                if ready and self.output().count('"event": "app_ready"') >= self.workers:
+                if ready and self.output().count('"event":"app_ready"') >= self.workers:
                     return
             except requests.RequestException:
                 pass  # not listening yet, or a worker still booting or opening its pool

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bench import outbox, pgbench, profile, run
+from bench import cpu, outbox, pgbench, profile, run
 from tests.conftest import ROOT
 from tests.support.rows import count_rows
 from webhooks.core import outbox as webhooks_outbox
@@ -144,3 +144,54 @@ def test_a_bad_sweep_is_refused_in_one_line(capsys, argv, error):
         run.parse_args(argv)
     assert exit.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"python -m bench: error: {error}"
+
+
+def _cpu_round(service: float, seed: float, postgres: float) -> dict[str, run.Measure]:
+    def measure(web: float) -> run.Measure:
+        return run.Measure(100, 100, 1.0, cpu_us={"workers": web, "postgres": postgres, "front": 50.0})
+
+    return {
+        "wrk_service": measure(service),
+        "seed": measure(seed),
+        "wrk_service_dup": measure(service / 2),
+        "seed_dup": measure(seed / 2),
+        "wrk_service_front": measure(service),
+    }
+
+
+def test_cpu_per_delivery_by_process_is_a_ratio_to_the_seed_within_each_round(monkeypatch):
+    monkeypatch.setattr(run.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(run, "nginx_binary", lambda settings: "/usr/sbin/nginx")
+    args = run.parse_args(["--rows", "wrk_service,wrk_service_dup,wrk_service_front,seed,seed_dup"])
+    # The second round is slower on both sides: its ratio is its own.
+    rounds = [_cpu_round(600, 400, 500), _cpu_round(1200, 1000, 500)]
+    text = run.render_by_process(args, rounds, "perf is not installed")
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()[2:]]
+    assert cells[:3] == [
+        ["K=1, µs CPU: web (gunicorn master + workers; the seed: its Node process)", "900", "700"]
+        + ["**1.35**", "1.20-1.50", "1.50 / 1.20"],
+        ["K=1, µs CPU: PostgreSQL backends", "500", "500", "**1.00**", "1.00-1.00", "1.00 / 1.00"],
+        ["K=1, µs CPU: web + PostgreSQL", "1400", "1200", "**1.18**", "1.13-1.22", "1.22 / 1.13"],
+    ]
+    assert cells[3][0] == "K=4, µs CPU: web (gunicorn master + workers; the seed: its Node process)"
+    assert cells[6][:2] == ["K=1, µs CPU: front (nginx, the service through it)", "50"]
+    assert text.splitlines()[-1] == "Instructions per delivery: not counted, perf is not installed."
+
+
+def test_instructions_are_read_from_perf_stat_or_reported_as_not_counted():
+    assert cpu._instructions("1234567,,instructions,2000,100.00,,\n") == 1234567
+    assert cpu._instructions("<not supported>,,instructions,0,100.00,,\n") is None
+    reason = cpu.instructions_unsupported()
+    assert reason is None or reason.startswith(("perf is not installed", "`perf stat -e instructions`"))
+
+
+def test_the_glue_bench_refuses_a_revision_git_does_not_know_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.glue", "--against", "no-such-revision", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "bench.glue: no revision 'no-such-revision' to compare with"

@@ -44,3 +44,19 @@ def test_worker_processes_sharing_stdout_write_whole_json_lines(tmp_path):
     assert all(writer.returncode == 0 for writer in writers), errors
     lines = out.read_text().splitlines()
     assert [json.loads(line)["event"] for line in lines] == ["line"] * (LINES * PROCESSES)
+
+
+def test_a_value_orjson_refuses_is_still_written_as_a_json_line():
+    script = (
+        "import structlog\n"
+        "from webhooks.infra import logs\n"
+        "logs.configure()\n"
+        "log = structlog.get_logger()\n"
+        "log.info('odd_values', big=2**70, lone='\\ud800', ok='\\u00e9')\n"
+        "log.info('plain', duration_ms=1.5, nested={'a': [1, None]})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    odd, plain = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (odd["big"], odd["lone"], odd["ok"]) == (2**70, "\ud800", "\u00e9")
+    assert (plain["event"], plain["duration_ms"], plain["nested"]) == ("plain", 1.5, {"a": [1, None]})

@@ -115,7 +115,7 @@ class Worker:
     @property
     def started(self) -> int:
         """Times it has connected and begun taking jobs."""
-        return self.output().count('"event": "outbox_worker_started"')
+        return self.output().count('"event":"outbox_worker_started"')
 
     def wait_started(self, timeout: float = 60) -> None:
         """Until it takes jobs; at once, with its output, if it exits first."""
@@ -125,7 +125,7 @@ class Worker:
     @property
     def reconnects(self) -> int:
         """Times it connected to the database again by itself after losing its connections."""
-        return self.output().count('"event": "outbox_worker_reconnecting"')
+        return self.output().count('"event":"outbox_worker_reconnecting"')
 
     def assert_running(self) -> None:
         """It never exited: it rode out every lost connection by itself."""

@@ -131,7 +131,7 @@ def _dead_letter_with_a_long_error(database_url, db) -> int:
     finally:
         worker.stop()
         downstream.close()
-    assert '"attempt": 2, "error"' in worker.output() and '"event": "outbox_dead"' in worker.output()
+    assert '"attempt":2,"error"' in worker.output() and '"event":"outbox_dead"' in worker.output()
     return outbox.pending(db)[0].id
 
 

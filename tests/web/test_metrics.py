@@ -108,6 +108,14 @@ def test_every_gunicorn_worker_is_counted_whichever_answers_the_scrape(gunicorn,
         page = requests.get(server.metrics_url, timeout=10).text
         return value(scrape(page), "webhook_deliveries_total", outcome="fulfilled", status="200")
 
+    # Every worker's pool figures, not only those of the worker answering the
+    # scrape: each writes its own every second from a thread, not on every
+    # delivery. One scrape: the worker answering it took fewer than all the
+    # deliveries (above), and each scrape takes a connection of its own.
+    time.sleep(2.5)
+    page = requests.get(server.metrics_url, timeout=10).text
+    assert value(scrape(page), "webhook_db_pool_requests_num_total") >= deliveries
+
     assert [fulfilled() for _ in range(8)] == [deliveries] * 8
 
     # A worker that dies keeps its counts; its live gauges go (child_exit).

@@ -34,7 +34,7 @@ class Started(Gunicorn):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
-            if self.output().count('"event": "app_ready"') >= self.workers:
+            if self.output().count('"event":"app_ready"') >= self.workers:
                 return
             time.sleep(0.1)
         raise TimeoutError(self.output())

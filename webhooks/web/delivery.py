@@ -164,15 +164,17 @@ class Webhooks:
 def read_body(environ, limit: int) -> bytes | None:
     """The raw body, or None when it exceeds `limit`.
 
-    Reads until one byte past the limit: a chunked body has no Content-Length
-    to refuse up front, Werkzeug's own cap truncates it silently, and a single
-    read() may return only part of any body. The stream is Werkzeug's (what
-    Flask's `request.stream` is), one byte over the limit so we, not
-    Werkzeug, see and refuse the overflow.
+    A body with a Content-Length (every one the front hands on) is one read
+    of that many bytes from the server's own input, which reads until it has
+    them or the client stops (a short body: the caller refuses it). A chunked
+    body has no length to refuse up front, Werkzeug's own cap truncates it
+    silently, and a single read() may return only part of it: it is read
+    through Werkzeug's stream (what Flask's `request.stream` is) until one
+    byte past the limit, so we, not Werkzeug, see and refuse the overflow.
     """
     length = get_content_length(environ)
-    if length is not None and length > limit:
-        return None
+    if length is not None:
+        return None if length > limit else environ["wsgi.input"].read(length)
     chunks, size = [], 0
     try:
         stream = get_input_stream(environ, max_content_length=limit + 1)
