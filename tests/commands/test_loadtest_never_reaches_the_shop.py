@@ -7,6 +7,7 @@ import requests
 
 from tests import conftest
 from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.rows import count_rows
 from webhooks.traffic import samples
 
 EVENTS = 30
@@ -28,10 +29,10 @@ def test_a_worker_beside_a_loadtest_delivers_none_of_its_jobs_but_a_real_events(
             timeout=120,
         )
         assert ran.returncode == 0, ran.stdout + ran.stderr
-        jobs = db.execute("SELECT count(*) FROM fulfilments").fetchone()[0]
+        jobs = count_rows(db, "fulfilments")
         assert jobs == EVENTS // 3  # the load test's payments were fulfilled, and their jobs enqueued
         wait_until(
-            lambda: worker.output().count('"event": "outbox_test_traffic_not_sent"') >= jobs,
+            lambda: worker.output().count('"event":"outbox_test_traffic_not_sent"') >= jobs,
             60,
             "the worker to take every load-test job",
         )
@@ -42,9 +43,7 @@ def test_a_worker_beside_a_loadtest_delivers_none_of_its_jobs_but_a_real_events(
         )
         assert answer.status_code == 200
         wait_until(lambda: receiver.received, 60, "the real payment's job at the receiver")
-        wait_until(
-            lambda: not db.execute("SELECT count(*) FROM pgqueuer").fetchone()[0], 60, "an empty queue"
-        )
+        wait_until(lambda: not count_rows(db, "pgqueuer"), 60, "an empty queue")
         assert len(receiver.received) == 1
     finally:
         worker.stop()
