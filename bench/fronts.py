@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import shutil
 import socket
@@ -99,7 +98,7 @@ def _accepts(port: int) -> bool:
 def _fronts(settings: Settings, folder: Path) -> list[Front]:
     nginx_port = servers.free_port()
     nginx_config = serving.nginx_config(
-        dataclasses.replace(settings, host="127.0.0.1", port=nginx_port), folder
+        settings.model_copy(update={"host": "127.0.0.1", "port": nginx_port}), folder
     )
     fronts = [
         Front(

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from webhooks import bootstrap
-from webhooks.infra.config import Process, Settings
+from webhooks.infra.config import Process, Settings, with_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -65,6 +65,11 @@ def test_the_configuration_page_lists_every_setting_and_nothing_else():
     listed = documented("Settings")
     assert sorted(variables - listed) == [], "settings missing from docs/configuration.md"
     assert sorted(listed - variables) == [], "docs/configuration.md lists settings Settings does not read"
+
+
+def test_the_configuration_tables_are_the_ones_the_declarations_write():
+    page = (DOCS / "configuration.md").read_text()
+    assert page == with_tables(page), "docs/configuration.md's tables are stale: run .ci/reference"
 
 
 def test_the_configuration_page_lists_every_variable_the_processes_read_themselves():

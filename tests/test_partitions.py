@@ -45,7 +45,7 @@ from webhooks.traffic import stripe as stripe_traffic
 pytestmark = pytest.mark.system
 
 # The CI run gives a silent database up sooner than the default (10 s), so that its cuts outlast it.
-DEAD_PEER_S = sized(3.0, Settings.db_dead_peer_s)
+DEAD_PEER_S = sized(3.0, Settings().db_dead_peer_s)
 # Stripe keeps retrying for days; these senders retry often enough to time the recovery.
 RETRY = sender.Retry(budget=400, base_s=0.05, cap_s=0.25)
 COPIES, SENDERS = 2, 8

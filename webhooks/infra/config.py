@@ -1,14 +1,22 @@
-"""Settings read from the environment, once, into an immutable object."""
+"""Settings read from the environment, once, into an immutable object.
+
+Each setting is one declaration: its field, type, rule (webhooks/infra/values.py),
+variable and default, and its line in docs/configuration.md as the docstring
+below it. The tables there are written from these (`.ci/reference`), and
+tests/test_docs.py holds them equal. A value its rule refuses, or settings
+that disagree, raise SettingError: one line naming the variable, never a
+secret's value.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any, Self
 
-import stripe
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import JsonDict
 
 from .errors import PublicError
 from .values import (
@@ -64,228 +72,280 @@ class SettingError(PublicError, ValueError):
     """A variable set to something it cannot be: the message names the variable, never a secret's value."""
 
 
-# The API version the installed stripe library is generated from and sends:
-# the newest whose shapes the handlers are known to read. Read from the
-# library, never copied, so upgrading it moves the range and the pin with it;
-# tests/domains/stripe/test_api_version.py fails until Stripe's changelog up to it is
-# reviewed (docs/events.md, "API versions and payload shapes").
-STRIPE_LIBRARY_API_VERSION: str = stripe.api_version
+# The API version the pinned stripe library (requirements.txt) sends: the
+# newest whose shapes the handlers are known to read, the top of the default
+# range. tests/domains/stripe/test_api_version.py fails when the installed
+# library pins another, until Stripe's changelog up to it is reviewed
+# (docs/events.md, "API versions and payload shapes") and this moves.
+STRIPE_LIBRARY_API_VERSION = "2026-10-28.endive"
 
 
-@dataclass(frozen=True)
-class Settings:
-    database_url: str | None = None
-    webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
-    # The other providers' secrets (webhooks/providers/): a provider
-    # without one is refused at its URL.
-    shopify_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
-    github_webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
-    standard_webhooks_secrets: tuple[str, ...] = field(default=(), repr=False)
-    # The public address: the front (nginx) listens there, or gunicorn alone
-    # where a platform's router already buffers requests.
-    host: str = "0.0.0.0"
-    port: int = 8000
-    # /metrics has a listener of its own, for the scraper; the public one has no /metrics.
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int = 9464
-    # Set by `serve` for gunicorn behind the front: the folder holding the
-    # Unix socket gunicorn listens on and the front's log of the requests it
-    # refused (counted in /metrics). Unset, gunicorn listens on host:port.
-    front_dir: str | None = None
-    # Connections the front holds open in all, and per client address once
-    # its request head is in (nginx's limit_conn).
-    front_connections: int = 8192
-    front_connections_per_client: int = 512
-    # The front admits a provider's deliveries only from the addresses it
-    # publishes (webhooks/web/allowlists/), when its list is on.
-    stripe_allowlist: bool = False
-    github_allowlist: bool = False
-    # Where those lists are (stripe.txt, github.txt); unset, the ones shipped
-    # in webhooks/web/allowlists/. `webhooks allowlist refresh` writes there.
-    allowlist_dir: str | None = None
-    # Proxies (load balancers) in front of the front, as addresses or
-    # networks: from them, the client is the address they pass on
-    # (X-Forwarded-For, or the PROXY protocol when proxy_protocol is on), and
-    # the per-client limits and allowlists apply to it.
-    trusted_proxies: tuple[str, ...] = ()
-    proxy_protocol: bool = False
-    # The front's binary: a name looked up on PATH (and in /usr/sbin), or a path.
-    nginx: str = "nginx"
-    # Stripe's own default; a delivery signed longer ago than this is a replay.
-    signature_tolerance_s: int = 300
-    max_body_bytes: int = 512 * 1024
-    # The front closes a connection whose request head is not in this long
-    # after it opened, whose body stalls this long between two reads, or
-    # whose client stops reading its answer this long.
-    request_read_timeout_s: float = 10.0
-    # How long a duplicate waits for an in-flight claim before answering 409.
-    lock_timeout_ms: int = 1000
-    # Bounds on how long a stuck worker can hold a claim.
-    statement_timeout_ms: int = 10_000
-    idle_in_transaction_timeout_ms: int = 15_000
-    pool_min_size: int = 1
-    pool_max_size: int = 2
-    # How long a delivery waits for a pooled connection: with the database
-    # down or refusing, this is what a 503 takes, so it stays well under 1 s.
-    pool_timeout_s: float = 0.5
-    # A database connection whose peer fell silent (a partition, a host gone
-    # without a word) is given up within about this long, by the kernel
-    # (libpq's keepalives and tcp_user_timeout, db.network_options), not
-    # after the system's quarter of an hour of retransmissions. What
-    # DATABASE_URL sets itself wins.
-    db_dead_peer_s: float = 10.0
-    data_dir: str = ".data"
-    # Started as root, gunicorn's workers run as this user, and nginx's as
-    # the front's user in this user's group, the one gunicorn's socket is
-    # shared with; each is made if missing (webhooks/infra/privilege.py).
-    service_user: str = "webhooks"
-    front_user: str = "webhooks-front"
-    # Modules imported at start-up so their @fulfilment.handles handlers register.
-    handler_modules: tuple[str, ...] = ()
-    # Events whose livemode differs are refused: a test payment must never
-    # ship a live order, and a live one must not vanish into a test database.
-    stripe_mode: str = "test"
-    # The metadata key that makes a PaymentIntent outside Checkout a one-off
-    # order (webhooks/domains/stripe/orders.py).
-    order_marker_key: str = "order_id"
-    # The API versions whose payload shapes the handlers know, as inclusive
-    # dates: pre-basil (charges' refund lists, `invoice` on PaymentIntents)
-    # through the installed stripe library's. An event of a newer version is
-    # applied if its object has the declared shape (domains/stripe/versions.py);
-    # one of an older version, or a newer one of another shape, is refused.
-    stripe_api_versions: tuple[str, str] = ("2020-08-27", STRIPE_LIBRARY_API_VERSION[:10])
-    # Outbox worker: where side effects are POSTed and how failures are retried.
-    outbox_url: str | None = None
-    outbox_max_attempts: int = 8
-    outbox_backoff_base_s: float = 1.0
-    outbox_backoff_max_s: float = 300.0
-    outbox_http_timeout_s: float = 10.0
-    # An idle worker looks for new jobs this often: no NOTIFY per job wakes it
-    # (migrations/0040_outbox_without_notify_trigger.sql), so this is the wake-up latency.
-    outbox_poll_s: float = 0.1
-    # A job picked by a worker that stopped heartbeating is retaken after this.
-    outbox_heartbeat_timeout_s: float = 30.0
-    # Jobs a worker claims in one dequeue; four times as many may be in flight.
-    outbox_concurrency: int = 16
-    # /admin answers only with this token; unset, the page does not exist.
-    admin_token: str | None = field(default=None, repr=False)
-    # Payload keys `prune` replaces in stored payloads older than its redaction window.
-    redact_fields: tuple[str, ...] = ()
-    # Subscription access (the `subscription_access` view): how long a
-    # past_due subscription keeps access while Stripe retries, and how long
-    # after a paid period ends its renewal may take to be paid.
-    subscription_grace: timedelta = timedelta(days=3)
-    subscription_renewal_margin: timedelta = timedelta(hours=2)
-    # How often each outbox worker tells the access flips that time alone made.
-    access_sweep_s: float = 60.0
-    # Stripe's API, for backfill, reconcile and the thin-event fetch job: a
-    # restricted read key, the API version every fetched object is rendered in
-    # (the handlers' shapes), and the base address (tests and staging point
-    # it elsewhere).
-    stripe_api_key: str | None = field(default=None, repr=False)
-    stripe_api_version: str = STRIPE_LIBRARY_API_VERSION
-    stripe_api_base: str = "https://api.stripe.com"
-    stripe_api_timeout_s: float = 30.0
-    # The stripe library's own retries (with its backoff) of a 409, 429, 5xx
-    # or connection error, before a call counts as failed.
-    stripe_api_retries: int = 2
-    # Connect: the connected accounts whose events and objects are read with
-    # Stripe-Account, besides the platform's own.
-    stripe_connect_accounts: tuple[str, ...] = ()
+def rule(parse: Callable[[str], Any]) -> BeforeValidator:
+    """A variable's text through its rule; a value given as itself (`Settings(port=8080)`) is only typed."""
+    return BeforeValidator(lambda value: parse(value) if isinstance(value, str) else value)
+
+
+def setting(
+    variable: str,
+    default: Any = None,
+    *,
+    factory: Callable[[], Any] | None = None,
+    shown: str | None = None,
+    secret: bool = False,
+) -> Any:
+    """A field read from `variable`; `shown` is its default as docs/configuration.md words it, when
+    the value alone would not say it. A secret never appears in a repr."""
+    extra: JsonDict | None = {"shown": shown} if shown else None
+    if factory is not None:
+        return Field(default_factory=factory, alias=variable, repr=not secret, json_schema_extra=extra)
+    return Field(default, alias=variable, repr=not secret, json_schema_extra=extra)
+
+
+# The rules most settings share, as types.
+Count = Annotated[int, rule(_at_least(1))]
+Seconds = Annotated[float, rule(_positive)]
+Names = Annotated[tuple[str, ...], rule(_csv)]
+Flag = Annotated[bool, rule(_flag)]
+Span = Annotated[timedelta, rule(parse_span)]
+UserName = Annotated[str, rule(_user_name)]
+Port = Annotated[int, rule(_port)]
+Host = Annotated[str, rule(_host)]
+
+
+class _FromEnv(BaseModel):
+    """Fields read from the environment's variables (their aliases), each through its rule."""
+
+    model_config = ConfigDict(
+        frozen=True, validate_by_name=True, validate_by_alias=True, use_attribute_docstrings=True
+    )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Each variable set and not empty overrides its field's default; SettingError names a bad one.
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """Each variable set and not empty overrides its field's default; SettingError names a bad one."""
+        env = os.environ if env is None else env
+        given = {variable: env[variable] for variable in cls.variables() if env.get(variable)}
+        try:
+            return cls.model_validate(given)
+        except ValidationError as exc:
+            raise SettingError(_line(exc)) from None
 
-        Every variable's rule (_FROM_ENV), then the rules between variables
-        (_RELATIONS): a value no delivery could succeed with stops the
-        process before it serves.
-        """
-        settings = cls(**_read(_FROM_ENV, os.environ if env is None else env))
-        for check in _RELATIONS:
-            wrong = check(settings)
-            if wrong:
-                raise SettingError(wrong)
-        return settings
-
-
-def _read(table: Mapping[str, tuple[str, Callable[[str], Any]]], env: Mapping[str, str]) -> dict[str, Any]:
-    """field -> value for each variable of `table` set and not empty in `env`."""
-    return {
-        name: _parsed(variable, parse, env[variable])
-        for name, (variable, parse) in table.items()
-        if env.get(variable)
-    }
+    @classmethod
+    def variables(cls) -> list[str]:
+        return [info.alias for info in cls.model_fields.values() if info.alias]
 
 
-def _parsed(variable: str, parse: Callable[[str], Any], raw: str) -> Any:
-    try:
-        return parse(raw)
-    except ValueError as exc:
-        raise SettingError(f"{variable}: {exc}") from None
+def _line(exc: ValidationError) -> str:
+    """The first error as `VARIABLE: what is wrong`, in the rule's words: pydantic's would quote the value."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    reason = error.get("ctx", {}).get("error") or error["msg"]
+    return f"{error['loc'][0]}: {reason}" if error["loc"] else str(reason)
 
 
-# field -> (environment variable, parser): the one table of what each variable may be.
-_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "database_url": ("DATABASE_URL", _database_url),
-    "webhook_secrets": ("STRIPE_WEBHOOK_SECRET", _signing_secrets),
-    "shopify_webhook_secrets": ("SHOPIFY_WEBHOOK_SECRET", _csv),
-    "github_webhook_secrets": ("GITHUB_WEBHOOK_SECRET", _csv),
-    "standard_webhooks_secrets": ("STANDARD_WEBHOOKS_SECRET", _standard_secrets),
-    "host": ("HOST", _host),
-    "port": ("PORT", _port),
-    "metrics_host": ("METRICS_HOST", _host),
-    "metrics_port": ("METRICS_PORT", _port),
-    "front_dir": ("WEBHOOK_FRONT_DIR", _folder),
-    "front_connections": ("WEBHOOK_FRONT_CONNECTIONS", _at_least(16)),
-    "front_connections_per_client": ("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", _at_least(1)),
-    "stripe_allowlist": ("STRIPE_WEBHOOK_ALLOWLIST", _flag),
-    "github_allowlist": ("GITHUB_WEBHOOK_ALLOWLIST", _flag),
-    "allowlist_dir": ("WEBHOOK_ALLOWLIST_DIR", _text),
-    "trusted_proxies": ("WEBHOOK_TRUSTED_PROXIES", _networks),
-    "proxy_protocol": ("WEBHOOK_PROXY_PROTOCOL", _flag),
-    "nginx": ("WEBHOOK_NGINX", _text),
-    "signature_tolerance_s": ("WEBHOOK_TOLERANCE_SECONDS", _at_least(1)),
-    "max_body_bytes": ("WEBHOOK_MAX_BODY_BYTES", _at_least(1)),
-    "request_read_timeout_s": ("WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", _seconds),
+class Settings(_FromEnv):
+    """What every process of the service reads; then the rules between variables (`_RELATIONS`)."""
+
+    database_url: Annotated[str | None, rule(_database_url)] = setting(
+        "DATABASE_URL", None, shown="unset: an embedded server in `<WEBHOOK_DATA_DIR>/pg`"
+    )
+    """libpq URL or conninfo; `connect_timeout=2` is added unless it sets one, and
+    `target_session_attrs=read-write` when it names several hosts (see
+    [failover](failover.md#connecting-one-url-naming-every-server))"""
+    data_dir: Annotated[str, rule(_text)] = setting("WEBHOOK_DATA_DIR", ".data")
+    """the embedded server's folder; a relative path is taken from the project root, so every command
+    finds the same server from any working directory"""
+    webhook_secrets: Annotated[tuple[str, ...], rule(_signing_secrets)] = setting(
+        "STRIPE_WEBHOOK_SECRET",
+        (),
+        shown="none (start logs `webhook_secret_missing`; `/readyz` and deliveries 503)",
+        secret=True,
+    )
+    """one or more `whsec_...`, comma-separated (rotation, several endpoints)"""
+    standard_webhooks_secrets: Annotated[tuple[str, ...], rule(_standard_secrets)] = setting(
+        "STANDARD_WEBHOOKS_SECRET",
+        (),
+        shown="none (start logs `provider_disabled`; `POST /webhooks/standard` answers 503)",
+        secret=True,
+    )
+    """one or more `whsec_<base64>` secrets, comma-separated (rotation)"""
+    github_webhook_secrets: Names = setting(
+        "GITHUB_WEBHOOK_SECRET", (), shown="none (as above, for `/webhooks/github`)", secret=True
+    )
+    """the webhook's secret(s), comma-separated"""
+    shopify_webhook_secrets: Names = setting(
+        "SHOPIFY_WEBHOOK_SECRET", (), shown="none (as above, for `/webhooks/shopify`)", secret=True
+    )
+    """the Shopify app's client secret(s), comma-separated (rotation); see [Shopify](providers.md#shopify)"""
+    port: Port = setting("PORT", 8000)
+    """where the service listens (1 to 65535): nginx under `serve`, gunicorn itself under
+    `gunicorn.conf.py` alone (see [Serving](serving.md))"""
+    host: Host = setting("HOST", "0.0.0.0")
+    """the address for `PORT`: an IP address or a host name"""
+    metrics_port: Port = setting("METRICS_PORT", 9464)
+    """the scraper's listener, the only one that serves `/metrics`: the front's, on a gunicorn socket of
+    its own, a few scrapes at a time; gunicorn's own when it runs alone (see
+    [Serving](serving.md#metrics-off-the-public-surface))"""
+    metrics_host: Host = setting("METRICS_HOST", "127.0.0.1")
+    """the address for `METRICS_PORT`; `0.0.0.0` only where the network keeps the port from the internet"""
+    front_dir: Annotated[str | None, rule(_folder)] = setting(
+        "WEBHOOK_FRONT_DIR", None, shown="unset (`serve` sets it for gunicorn)"
+    )
+    """the folder holding the Unix sockets gunicorn listens on behind nginx (public and scraper's), and
+    the front's count of the requests it refused; unset, gunicorn listens on `HOST:PORT` and
+    `METRICS_HOST:METRICS_PORT`"""
+    front_connections: Annotated[int, rule(_at_least(16))] = setting("WEBHOOK_FRONT_CONNECTIONS", 8192)
+    """connections the front (nginx) holds open, slow ones included (at least 16); lowered to fit the
+    open-file limit. Each held body costs at most about 26 KiB of memory (see [the trickle
+    flood](reliability.md#a-trickle-flood))"""
+    front_connections_per_client: Count = setting("WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT", 512)
+    """connections one client may hold once its request head is in (at least 1); more are answered 429.
+    Behind `WEBHOOK_TRUSTED_PROXIES`, the client is the one the proxy names"""
+    stripe_allowlist: Flag = setting("STRIPE_WEBHOOK_ALLOWLIST", False)
+    """`on`: `POST /webhooks/stripe` is admitted only from the addresses Stripe publishes
+    (`webhooks/web/allowlists/stripe.txt`); from anywhere else the front answers 403 `source_not_allowed`
+    before reading the body (see [allowlists](serving.md#provider-allowlists))"""
+    github_allowlist: Flag = setting("GITHUB_WEBHOOK_ALLOWLIST", False)
+    """`on`: the same for `/webhooks/github` and GitHub's hook ranges (`github.txt`)"""
+    allowlist_dir: Annotated[str | None, rule(_text)] = setting(
+        "WEBHOOK_ALLOWLIST_DIR", None, shown="the lists shipped in `webhooks/web/allowlists/`"
+    )
+    """a folder of your own holding `stripe.txt` and `github.txt`, where `webhooks allowlist refresh`
+    writes"""
+    trusted_proxies: Annotated[tuple[str, ...], rule(_networks)] = setting("WEBHOOK_TRUSTED_PROXIES", ())
+    """the load balancers in front of the service, as addresses or networks, comma-separated: from them,
+    the client is the address they pass on, and the per-client limit and the allowlists apply to it;
+    anyone else's `X-Forwarded-For` is ignored (see [behind a load
+    balancer](serving.md#behind-a-load-balancer))"""
+    proxy_protocol: Flag = setting("WEBHOOK_PROXY_PROTOCOL", False)
+    """`on`: the public listener takes the PROXY protocol (v1 or v2) on every connection, and the client
+    is the one it names when the peer is a trusted proxy; needs `WEBHOOK_TRUSTED_PROXIES`"""
+    nginx: Annotated[str, rule(_text)] = setting("WEBHOOK_NGINX", "nginx")
+    """the front's binary, looked up on `PATH` and in `/usr/sbin`"""
+    service_user: UserName = setting("WEBHOOK_SERVICE_USER", "webhooks", shown="`webhooks` (made if missing)")
+    """started as root, gunicorn's workers run as this user and group, never root (see [who runs as
+    whom](serving.md#who-runs-as-whom))"""
+    front_user: UserName = setting(
+        "WEBHOOK_FRONT_USER", "webhooks-front", shown="`webhooks-front` (made if missing)"
+    )
+    """started as root, nginx's workers run as this user, in `WEBHOOK_SERVICE_USER`'s group, the one
+    gunicorn's socket is shared with"""
+    request_read_timeout_s: Annotated[float, rule(_seconds)] = setting(
+        "WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS", 10.0
+    )
+    """from 0.001 to 3600; the front's timeouts: a request head not in this long after the connection
+    opened, a body that stalls this long between two reads, or a client that reads none of its answer this
+    long, is cut (logged and counted as 408)"""
     # PostgreSQL reads 0 as "no timeout": never what these bounds are for.
-    "lock_timeout_ms": ("WEBHOOK_LOCK_TIMEOUT_MS", _at_least(1)),
-    "statement_timeout_ms": ("WEBHOOK_STATEMENT_TIMEOUT_MS", _at_least(1)),
-    "idle_in_transaction_timeout_ms": ("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", _at_least(1)),
-    "pool_min_size": ("WEBHOOK_POOL_MIN_SIZE", _at_least(1)),
-    "pool_max_size": ("WEBHOOK_POOL_MAX_SIZE", _at_least(1)),
-    "pool_timeout_s": ("WEBHOOK_POOL_TIMEOUT_SECONDS", _positive),
-    "db_dead_peer_s": ("WEBHOOK_DB_DEAD_PEER_SECONDS", _positive),
-    "data_dir": ("WEBHOOK_DATA_DIR", _text),
-    "service_user": ("WEBHOOK_SERVICE_USER", _user_name),
-    "front_user": ("WEBHOOK_FRONT_USER", _user_name),
-    "handler_modules": ("WEBHOOK_HANDLER_MODULES", _modules),
-    "stripe_mode": ("STRIPE_MODE", _stripe_mode),
-    "order_marker_key": ("WEBHOOK_ORDER_MARKER_KEY", _metadata_key),
-    "stripe_api_versions": ("STRIPE_API_VERSIONS", _version_range),
-    "outbox_url": ("WEBHOOK_OUTBOX_URL", _http_url),
-    "outbox_max_attempts": ("WEBHOOK_OUTBOX_MAX_ATTEMPTS", _at_least(1)),
-    "outbox_backoff_base_s": ("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", _positive),
-    "outbox_backoff_max_s": ("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", _positive),
-    "outbox_http_timeout_s": ("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", _positive),
-    "outbox_poll_s": ("WEBHOOK_OUTBOX_POLL_SECONDS", _positive),
-    "outbox_heartbeat_timeout_s": ("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", _positive),
-    "outbox_concurrency": ("WEBHOOK_OUTBOX_CONCURRENCY", _at_least(1)),
-    "admin_token": ("WEBHOOK_ADMIN_TOKEN", _admin_token),
-    "redact_fields": ("WEBHOOK_REDACT_FIELDS", _csv),
-    "subscription_grace": ("WEBHOOK_SUBSCRIPTION_GRACE", parse_span),
-    "subscription_renewal_margin": ("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", parse_span),
-    "access_sweep_s": ("WEBHOOK_ACCESS_SWEEP_SECONDS", _positive),
-    "stripe_api_key": ("STRIPE_API_KEY", _api_key),
-    "stripe_api_version": ("STRIPE_API_VERSION", _api_version),
-    "stripe_api_base": ("STRIPE_API_BASE", _http_url),
-    "stripe_api_timeout_s": ("STRIPE_API_TIMEOUT_SECONDS", _positive),
-    "stripe_api_retries": ("STRIPE_API_RETRIES", _at_least(0)),
-    "stripe_connect_accounts": (
-        "STRIPE_CONNECT_ACCOUNTS",
-        _prefixed_csv("acct_", what="an account id, acct_..."),
-    ),
-}
+    lock_timeout_ms: Count = setting("WEBHOOK_LOCK_TIMEOUT_MS", 1000)
+    """how long a duplicate waits for an in-flight delivery before its 409"""
+    statement_timeout_ms: Count = setting("WEBHOOK_STATEMENT_TIMEOUT_MS", 10_000)
+    """a statement running longer is cancelled (503)"""
+    idle_in_transaction_timeout_ms: Count = setting("WEBHOOK_IDLE_IN_TRANSACTION_TIMEOUT_MS", 15_000)
+    """a claim held by a stuck worker is freed after this"""
+    max_body_bytes: Count = setting("WEBHOOK_MAX_BODY_BYTES", 512 * 1024)
+    """larger bodies get 413 (at least 1)"""
+    signature_tolerance_s: Count = setting("WEBHOOK_TOLERANCE_SECONDS", 300)
+    """signature age (and future skew) accepted (Stripe, Standard Webhooks; for the latter at most 300,
+    the library's own window)"""
+    pool_min_size: Count = setting("WEBHOOK_POOL_MIN_SIZE", 1)
+    """connections each process's psycopg pool keeps open"""
+    pool_max_size: Count = setting(
+        "WEBHOOK_POOL_MAX_SIZE", 2, shown="`GUNICORN_THREADS` under gunicorn, `2` elsewhere"
+    )
+    """the pool's most connections per process: one per thread"""
+    pool_timeout_s: Seconds = setting("WEBHOOK_POOL_TIMEOUT_SECONDS", 0.5)
+    """how long a request waits for a pooled connection: what a 503 takes when the database is down, and
+    what `/readyz` waits"""
+    db_dead_peer_s: Seconds = setting("WEBHOOK_DB_DEAD_PEER_SECONDS", 10.0)
+    """a database connection whose server fell silent (a partition, a dead host) is given up after about
+    this long: libpq `keepalives` and `tcp_user_timeout` derived from it, unless `DATABASE_URL` sets them
+    (see [reliability](reliability.md#partitions-a-silent-database))"""
+    handler_modules: Annotated[tuple[str, ...], rule(_modules)] = setting("WEBHOOK_HANDLER_MODULES", ())
+    """modules imported at start so their handlers register (see [Your own
+    handlers](events.md#your-own-handlers))"""
+    stripe_mode: Annotated[str, rule(_stripe_mode)] = setting("STRIPE_MODE", "test")
+    """`test` or `live`: the only `livemode` acted on; the platform's events of the other mode get 400
+    `livemode_mismatch`, connected accounts' are claimed as `ignored_other_mode` (run one service per
+    mode)"""
+    order_marker_key: Annotated[str, rule(_metadata_key)] = setting("WEBHOOK_ORDER_MARKER_KEY", "order_id")
+    """the PaymentIntent metadata key that makes a payment outside Checkout a one-off order (see [Which
+    payments ship](events.md#which-payments-ship))"""
+    stripe_api_versions: Annotated[tuple[str, str], rule(_version_range)] = setting(
+        "STRIPE_API_VERSIONS", ("2020-08-27", STRIPE_LIBRARY_API_VERSION[:10])
+    )
+    """`OLDEST..NEWEST` (inclusive dates; `2025-03-31.basil` counts as `2025-03-31`): the API versions
+    whose payload shapes the handlers know; the default ends at the version the pinned `stripe` library
+    sends (see [API versions](events.md#api-versions-and-payload-shapes)). A handled event of a newer
+    version is applied if its object has the declared shape (logged once per version, counted in
+    `/metrics`); one of an older version, of none, or newer and of another shape gets 500
+    `unsupported_api_version` (or `resync_queued` with `STRIPE_API_KEY`) and is retried by Stripe"""
+    outbox_url: Annotated[str | None, rule(_http_url)] = setting(
+        "WEBHOOK_OUTBOX_URL", None, shown="none (the worker refuses to start)"
+    )
+    """where the worker POSTs outbox jobs"""
+    outbox_max_attempts: Count = setting("WEBHOOK_OUTBOX_MAX_ATTEMPTS", 8)
+    """failed tries before a job is dead-lettered (status `failed`)"""
+    outbox_backoff_base_s: Seconds = setting("WEBHOOK_OUTBOX_BACKOFF_BASE_SECONDS", 1.0)
+    """retry *n* waits between half and all of `min(max, base × 2ⁿ)`"""
+    outbox_backoff_max_s: Seconds = setting("WEBHOOK_OUTBOX_BACKOFF_MAX_SECONDS", 300.0)
+    """the `max` above"""
+    outbox_http_timeout_s: Seconds = setting("WEBHOOK_OUTBOX_HTTP_TIMEOUT_SECONDS", 10.0)
+    """one delivery's HTTP timeout"""
+    outbox_poll_s: Seconds = setting("WEBHOOK_OUTBOX_POLL_SECONDS", 0.1)
+    """how often an idle worker looks for new jobs: its wake-up latency (no commit sends a NOTIFY; see
+    [the outbox](outbox.md#delivery-is-at-least-once))"""
+    outbox_heartbeat_timeout_s: Seconds = setting("WEBHOOK_OUTBOX_HEARTBEAT_TIMEOUT_SECONDS", 30.0)
+    """a job whose worker stopped heartbeating this long is taken again (see [the
+    outbox](outbox.md#delivery-is-at-least-once))"""
+    outbox_concurrency: Count = setting("WEBHOOK_OUTBOX_CONCURRENCY", 16)
+    """jobs a worker claims per dequeue; at most four times as many are in flight"""
+    admin_token: Annotated[str | None, rule(_admin_token)] = setting(
+        "WEBHOOK_ADMIN_TOKEN", None, shown="none (no `/admin` console)", secret=True
+    )
+    """token for the [operator console](operating.md#operator-console-admin)"""
+    redact_fields: Names = setting("WEBHOOK_REDACT_FIELDS", ())
+    """payload keys (any depth) `prune` redacts and `/admin` shows as `[redacted]` (beside the keys the
+    domains declare personal), e.g. `customer_details,email,phone,address,shipping,billing_details`"""
+    subscription_grace: Span = setting("WEBHOOK_SUBSCRIPTION_GRACE", timedelta(days=3))
+    """how long a `past_due` subscription keeps access after its unpaid period began (span: `3d`, `72h`,
+    `90m`, `45s`); see [Subscriptions](subscriptions.md#the-access-rule)"""
+    subscription_renewal_margin: Span = setting("WEBHOOK_SUBSCRIPTION_RENEWAL_MARGIN", timedelta(hours=2))
+    """how long after the last paid period ends its renewal may still be paid before `paid_through` stops
+    granting access"""
+    access_sweep_s: Seconds = setting("WEBHOOK_ACCESS_SWEEP_SECONDS", 60.0)
+    """how often each outbox worker enqueues `subscription.access_changed` for access that time alone
+    ended or began"""
+    stripe_api_key: Annotated[str | None, rule(_api_key)] = setting(
+        "STRIPE_API_KEY",
+        None,
+        shown="none (`backfill`, `reconcile` and the thin-event fetch refuse)",
+        secret=True,
+    )
+    """a restricted key with read access to events, payment intents, checkout sessions, charges, refunds,
+    disputes, invoices, subscriptions"""
+    stripe_api_version: Annotated[str, rule(_api_version)] = setting(
+        "STRIPE_API_VERSION", STRIPE_LIBRARY_API_VERSION
+    )
+    """the `Stripe-Version` sent on every call, by default the pinned `stripe` library's: fetched objects
+    come in the shapes the handlers read (listed events keep their own `api_version`)"""
+    stripe_api_base: Annotated[str, rule(_http_url)] = setting("STRIPE_API_BASE", "https://api.stripe.com")
+    """where the API is (tests and staging point it at a stand-in)"""
+    stripe_api_timeout_s: Seconds = setting("STRIPE_API_TIMEOUT_SECONDS", 30.0)
+    """one API call's timeout"""
+    stripe_api_retries: Annotated[int, rule(_at_least(0))] = setting("STRIPE_API_RETRIES", 2)
+    """the stripe library's retries (with its backoff) of a 409, 429, 5xx or dropped connection"""
+    stripe_connect_accounts: Annotated[
+        tuple[str, ...], rule(_prefixed_csv("acct_", what="an account id, acct_..."))
+    ] = setting("STRIPE_CONNECT_ACCOUNTS", ())
+    """connected accounts `backfill` and `reconcile` also read, with `Stripe-Account`"""
+
+    @model_validator(mode="after")
+    def _agree(self) -> Self:
+        """The rules between variables: a value no delivery could succeed with stops the process."""
+        for check in _RELATIONS:
+            wrong = check(self)
+            if wrong:
+                raise ValueError(wrong)
+        return self
 
 
 def _same_listener(s: Settings) -> str | None:
@@ -326,37 +386,41 @@ _RELATIONS: tuple[Callable[[Settings], str | None], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Process:
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+class Process(_FromEnv):
     """The variables gunicorn's config and the logging set-up read, checked by the same rules as Settings."""
 
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    threads: int = 8
-    worker_class: str = "gthread"
-    timeout_s: int = 30
-    gunicorn_log_level: str = "info"
-    log_level: str = "INFO"
-    metrics_dir: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Process:
-        return cls(**_read(_PROCESS_FROM_ENV, os.environ if env is None else env))
-
-
-_PROCESS_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "workers": ("WEB_CONCURRENCY", _at_least(1)),
-    "threads": ("GUNICORN_THREADS", _at_least(1)),
-    "worker_class": ("GUNICORN_WORKER_CLASS", _worker_class),
+    workers: Count = setting("WEB_CONCURRENCY", factory=_cores, shown="number of cores")
+    """gunicorn worker processes (see [Serving](serving.md))"""
+    threads: Count = setting("GUNICORN_THREADS", 8)
+    """threads per worker; the pool's size follows it unless `WEBHOOK_POOL_MAX_SIZE` is set"""
+    worker_class: Annotated[str, rule(_worker_class)] = setting("GUNICORN_WORKER_CLASS", "gthread")
+    """gunicorn's worker class (the benchmark tries others)"""
     # gunicorn reads 0 as "never": a hung worker would hold its deliveries for good.
-    "timeout_s": ("GUNICORN_TIMEOUT", _at_least(1)),
-    "gunicorn_log_level": ("GUNICORN_LOG_LEVEL", lambda raw: _log_level(raw).lower()),
-    "log_level": ("LOG_LEVEL", _log_level),
-    "metrics_dir": ("PROMETHEUS_MULTIPROC_DIR", _text),
-}
+    timeout_s: Count = setting("GUNICORN_TIMEOUT", 30)
+    """gunicorn's worker timeout, in seconds"""
+    gunicorn_log_level: Annotated[str, rule(lambda raw: _log_level(raw).lower())] = setting(
+        "GUNICORN_LOG_LEVEL", "info"
+    )
+    """the level of gunicorn's own log lines"""
+    log_level: Annotated[str, rule(_log_level)] = setting("LOG_LEVEL", "INFO")
+    """structlog JSON lines on stdout, one `delivery` line per request"""
+    metrics_dir: Annotated[str | None, rule(_text)] = setting(
+        "PROMETHEUS_MULTIPROC_DIR", None, shown="a temporary folder per gunicorn start"
+    )
+    """where gunicorn workers share their metrics"""
+
 
 # Every variable an operator sets, and its rule (docs/configuration.md lists the same).
-RULES: dict[str, Callable[[str], Any]] = {
-    variable: parse for variable, parse in (*_FROM_ENV.values(), *_PROCESS_FROM_ENV.values())
+RULES: dict[str, Callable[..., Any]] = {
+    info.alias: validator.func
+    for model in (Settings, Process)
+    for info in model.model_fields.values()
+    for validator in info.metadata
+    if info.alias and isinstance(validator, BeforeValidator)
 }
 
 
@@ -370,3 +434,53 @@ def serving(env: Mapping[str, str] | None = None) -> tuple[Settings, Process]:
     process = Process.from_env(env)
     pooled = {"WEBHOOK_POOL_MAX_SIZE": env.get("WEBHOOK_POOL_MAX_SIZE") or str(process.threads)}
     return Settings.from_env({**env, **pooled}), process
+
+
+def _default(info: Any) -> str:
+    """A setting's default as the table shows it."""
+    shown = (info.json_schema_extra or {}).get("shown")
+    value = info.get_default(call_default_factory=True)
+    if shown:
+        return str(shown)
+    if value in (None, ()):
+        return "none"
+    if isinstance(value, bool):
+        return "`on`" if value else "`off`"
+    if isinstance(value, timedelta):
+        return f"`{_span(value)}`"
+    if isinstance(value, tuple):
+        return f"`{'..'.join(value)}`"
+    return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
+
+
+def _span(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def table(model: type[_FromEnv]) -> str:
+    """The Markdown table docs/configuration.md shows for `model`: a row per setting, as declared."""
+    rows = [
+        f"| `{info.alias}` | {_default(info)} | {' '.join((info.description or '').split())} |"
+        for info in model.model_fields.values()
+    ]
+    return "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows])
+
+
+# docs/configuration.md's sections, and the settings each one's table lists.
+SECTIONS: dict[str, type[_FromEnv]] = {"Settings": Settings, "Read by the processes themselves": Process}
+
+
+def with_tables(page: str) -> str:
+    """docs/configuration.md with each section's table written from the declarations above."""
+    for section, model in SECTIONS.items():
+        head, found, rest = page.partition(f"\n## {section}\n")
+        if not found:
+            raise ValueError(f"no section '## {section}'")
+        start = rest.index("\n| variable |") + 1
+        end = rest.find("\n\n", start)
+        page = head + found + rest[:start] + table(model) + (rest[end:] if end >= 0 else "\n")
+    return page

@@ -7,6 +7,8 @@ does not; one of an older version, or of none, is refused as before.
 """
 
 import re
+import subprocess
+import sys
 
 import pytest
 import stripe
@@ -106,9 +108,17 @@ def test_an_unhandled_type_is_ignored_whatever_its_version(client, db):
 
 
 def test_the_default_range_reaches_the_version_the_stripe_library_pins():
+    """Fails when an upgrade of the stripe library moves its version past the range (or anywhere):
+    review the changelog up to it (below), then move STRIPE_LIBRARY_API_VERSION in infra/config.py."""
     settings = Settings.from_env({})
     assert settings.stripe_api_versions == ("2020-08-27", stripe.api_version[:10])
     assert settings.stripe_api_version == stripe.api_version
+
+
+def test_the_settings_read_the_version_without_importing_the_stripe_library():
+    imported = "import sys, webhooks.infra.config; print('stripe' in sys.modules)"
+    ran = subprocess.run([sys.executable, "-c", imported], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "False"
 
 
 def test_the_supported_range_is_a_setting():

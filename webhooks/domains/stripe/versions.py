@@ -2,9 +2,10 @@
 
 A snapshot event is rendered in its endpoint's API version.
 STRIPE_API_VERSIONS is the range the handlers are known to read: by
-default from 2020-08-27 to the version the installed stripe library pins
-(infra/config.py reads it from the library), every change in it to a field
-a handler reads listed in docs/events.md from Stripe's changelog. Inside
+default from 2020-08-27 to the version the pinned stripe library sends
+(infra/config.py; a test fails when the installed library pins another),
+every change in it to a field a handler reads listed in docs/events.md
+from Stripe's changelog. Inside
 the range an event's object must have its declared shape (declared.py) or
 it is refused for good (a stored 422).
 
