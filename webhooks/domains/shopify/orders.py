@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import structlog
 from psycopg.rows import class_row
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox, scope
 from webhooks.core.events import Event, InvalidEvent, Json
@@ -36,9 +37,73 @@ from webhooks.infra.db import one, storable
 
 log = structlog.get_logger(__name__)
 
-ORDER_FULFILLED = jobs.documented("shopify.order.fulfilled")
-ORDER_REVIEW = jobs.documented("shopify.order.review")
-ORDER_CANCELLED = jobs.documented("shopify.order.cancelled")
+
+class LineItem(jobs.Fields):
+    id: int | None
+    variant_id: int | None
+    sku: str | None
+    quantity: int | None
+
+
+class _ShopifyOrder(jobs.Job):
+    """What a Shopify order's job says of it, shipped or held."""
+
+    shop: str
+    """the shop the order was first seen with (`*.myshopify.com`)"""
+    event_id: str
+    """the delivery's `X-Shopify-Event-Id`"""
+    order_id: int
+    """Shopify's order id"""
+    name: str | None
+    """the order's name (`#1001`)"""
+    currency: str | None
+    """the order's currency"""
+    total_price: str | None
+    """the order's total, as Shopify writes it (a decimal string)"""
+    line_items: list[LineItem]
+    """the order's line items, without titles or prices"""
+
+
+class ShopifyOrderFulfilledJob(_ShopifyOrder):
+    """Enqueued once per order id by `orders/paid`. Key: `shopify.order.fulfilled:<shop>:<order_id>`."""
+
+    model_config = ConfigDict(title="A Shopify order to ship")
+
+    kind: Literal["shopify.order.fulfilled"]
+
+
+class ShopifyOrderReviewJob(_ShopifyOrder):
+    """`orders/paid` after a refund or cancellation of the order. Key:
+    `shopify.order.review:<shop>:<order_id>`."""
+
+    model_config = ConfigDict(title="A Shopify order held")
+
+    kind: Literal["shopify.order.review"]
+    reason: Literal["refunded", "cancelled"]
+    """what arrived before the payment"""
+
+
+class ShopifyOrderCancelledJob(jobs.Job):
+    """Key: `shopify.order.cancelled:<shop>:<order_id>`."""
+
+    model_config = ConfigDict(title="A shipped Shopify order cancelled")
+
+    kind: Literal["shopify.order.cancelled"]
+    shop: str
+    """the shop the order was first seen with (`*.myshopify.com`)"""
+    event_id: str
+    """the delivery's `X-Shopify-Event-Id`"""
+    order_id: int
+    """Shopify's order id"""
+    name: str | None
+    """the order's name"""
+    cancel_reason: str | None
+    """Shopify's `cancel_reason`"""
+
+
+ORDER_FULFILLED = jobs.documented(ShopifyOrderFulfilledJob)
+ORDER_REVIEW = jobs.documented(ShopifyOrderReviewJob)
+ORDER_CANCELLED = jobs.documented(ShopifyOrderCancelledJob)
 CANCELLED = "cancelled"  # a shipped order was cancelled: the shop hears of it
 CANCEL_RECORDED = "cancel_recorded"  # not shipped: its orders/paid will be held
 ALREADY_CANCELLED = "already_cancelled"

@@ -18,9 +18,11 @@ stored since. A replayed redaction request's own stored copy is redacted.
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 import psycopg
 import structlog
+from pydantic import ConfigDict
 
 from webhooks.core import jobs
 from webhooks.core.events import Event, Json
@@ -32,7 +34,29 @@ from . import orders, payloads
 
 log = structlog.get_logger(__name__)
 
-DATA_REQUEST_JOB = jobs.documented("shopify.customer.data_request")
+
+class ShopifyCustomerDataRequestJob(jobs.Job):
+    """Shopify asks for an answer within 30 days. Key:
+    `shopify.customer.data_request:<shop>:<data_request_id>`."""
+
+    model_config = ConfigDict(title="A customer's data request for the shop to answer")
+
+    kind: Literal["shopify.customer.data_request"]
+    shop: str
+    """the shop the order was first seen with (`*.myshopify.com`)"""
+    event_id: str
+    """the delivery's `X-Shopify-Event-Id`"""
+    data_request_id: int | None
+    """the request's `data_request.id`"""
+    customer_id: int | None
+    """Shopify's customer id"""
+    orders: list[int]
+    """the orders requested and those stored for the customer"""
+    stored_events: list[str]
+    """ids of the stored events that name the customer"""
+
+
+DATA_REQUEST_JOB = jobs.documented(ShopifyCustomerDataRequestJob)
 DATA_REQUEST_QUEUED = "data_request_queued"
 REDACTED = "redacted"
 ALREADY_DONE = "already_done"  # this signed request was acted on before, under another event id

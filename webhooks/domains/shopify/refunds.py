@@ -9,7 +9,10 @@ it for review instead of shipping it.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
+from pydantic import ConfigDict
 
 from webhooks.core import jobs
 from webhooks.core.events import Event, Json
@@ -19,7 +22,31 @@ from webhooks.core.registry import handles
 
 from . import orders
 
-ORDER_REFUNDED = jobs.documented("shopify.order.refunded")
+
+class RefundLineItem(jobs.Fields):
+    line_item_id: int | None
+    quantity: int | None
+
+
+class ShopifyOrderRefundedJob(jobs.Job):
+    """Key: `shopify.order.refunded:<shop>:<refund_id>`."""
+
+    model_config = ConfigDict(title="A refund of a shipped Shopify order")
+
+    kind: Literal["shopify.order.refunded"]
+    shop: str
+    """the shop the order was first seen with (`*.myshopify.com`)"""
+    event_id: str
+    """the delivery's `X-Shopify-Event-Id`"""
+    order_id: int
+    """Shopify's order id"""
+    refund_id: int
+    """Shopify's refund id"""
+    refund_line_items: list[RefundLineItem]
+    """the refunded line items and quantities"""
+
+
+ORDER_REFUNDED = jobs.documented(ShopifyOrderRefundedJob)
 REFUND_RECORDED = "refund_recorded"  # not shipped: its orders/paid will be held
 ALREADY_RECORDED = "already_recorded"
 PARTS = Parts(outcomes=(REFUNDED, REFUND_RECORDED, ALREADY_RECORDED), jobs=(ORDER_REFUNDED,))

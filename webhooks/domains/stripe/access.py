@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import structlog
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, Json
@@ -31,7 +32,31 @@ from . import scope
 
 log = structlog.get_logger(__name__)
 
-ACCESS_CHANGED = jobs.documented("subscription.access_changed")
+
+class SubscriptionAccessChangedJob(jobs.Job):
+    """Key: `subscription.access_changed:<subscription_id>:<event_id>`, or `...:time:<moment>` for the
+    sweep."""
+
+    model_config = ConfigDict(title="A subscription's access granted or revoked")
+
+    kind: Literal["subscription.access_changed"]
+    subscription_id: str
+    """the Subscription id"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    change: Literal["granted", "revoked"]
+    """what changed"""
+    reason: str
+    """the access rule's branch that decided (docs/subscriptions.md, The access rule)"""
+    access_until: jobs.Moment | None
+    """when access ends if nothing changes (ISO 8601), when known"""
+    event_id: str | None
+    """the event that changed it; null when time alone did (the sweep)"""
+    event_type: str | None
+    """that event's type; null for the sweep"""
+
+
+ACCESS_CHANGED = jobs.documented(SubscriptionAccessChangedJob)
 PARTS = Parts(jobs=(ACCESS_CHANGED,))
 
 # Creates the row or, when it exists, locks it with a no-op update; either

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 import psycopg
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, Json, require_id, timestamp
@@ -38,8 +39,49 @@ DISPUTE_OPEN = "dispute_open"
 DISPUTE_WON = "dispute_won"
 DISPUTE_LOST = "dispute_lost"
 DISPUTE_CLOSED = "dispute_closed"  # an inquiry closed, or a dispute prevented
-DISPUTE_OPENED = jobs.documented("dispute.opened")
-DISPUTE_CLOSED_JOB = jobs.documented("dispute.closed")
+
+
+class _Dispute(jobs.Job):
+    """What a dispute's job says of it, opened or closed."""
+
+    payment_id: str
+    """the PaymentIntent id (a Charges-API payment's charge id, or a session without a PaymentIntent's own
+    id)"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    dispute_id: str
+    """the Dispute id"""
+    amount: jobs.Amount
+    """in the currency's smallest unit"""
+    currency: jobs.Currency
+    """ISO currency code, lower case"""
+    reason: str | None
+    """Stripe's dispute reason (`fraudulent`, ...)"""
+    status: str
+    """the dispute's status"""
+    due_by: int | None
+    """when evidence is due (Unix time), from `evidence_details.due_by`"""
+
+
+class DisputeOpenedJob(_Dispute):
+    """Key: `dispute.opened:<dispute_id>`."""
+
+    model_config = ConfigDict(title="A dispute opened on a payment")
+
+    kind: Literal["dispute.opened"]
+
+
+class DisputeClosedJob(_Dispute):
+    """`status` is the result (`won`, `lost`, `warning_closed`, `prevented`). Key:
+    `dispute.closed:<dispute_id>`."""
+
+    model_config = ConfigDict(title="A dispute closed")
+
+    kind: Literal["dispute.closed"]
+
+
+DISPUTE_OPENED = jobs.documented(DisputeOpenedJob)
+DISPUTE_CLOSED_JOB = jobs.documented(DisputeClosedJob)
 PARTS = Parts(
     outcomes=(DISPUTE_OPEN, DISPUTE_WON, DISPUTE_LOST, DISPUTE_CLOSED),
     jobs=(DISPUTE_OPENED, DISPUTE_CLOSED_JOB),

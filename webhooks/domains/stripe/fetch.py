@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import stripe
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, InvalidEvent, InvalidFields, require_created
@@ -63,7 +64,30 @@ def run(service: jobs.Service, payload: bytes) -> jobs.Answered:
     return answer
 
 
-FETCH = jobs.documented("stripe.fetch", perform=run)
+class StripeFetchJob(jobs.Job):
+    """Not POSTed: the worker fetches `url` in the pinned `STRIPE_API_VERSION` and applies it through the
+    handlers. Key: `stripe.fetch:<event_id>`."""
+
+    model_config = ConfigDict(title="Fetch an object from Stripe and apply it once")
+
+    kind: Literal["stripe.fetch"]
+    event_id: str
+    """the thin or out-of-range event; applied as `<event_id>:fetched`"""
+    event_type: str
+    """the snapshot type the fetched object is applied as"""
+    url: str
+    """the API path to fetch (`/v1/payment_intents/pi_...`)"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    via: Literal["context", "account"]
+    """how the account is sent: `context` (Stripe-Context, a thin event's) or `account` (Stripe-Account)"""
+    livemode: bool | None
+    """the event's mode"""
+    created: int
+    """the event's creation time (Unix time), which orders it"""
+
+
+FETCH = jobs.documented(StripeFetchJob, perform=run)
 PARTS = Parts(jobs=(FETCH,))
 
 

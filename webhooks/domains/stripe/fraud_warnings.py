@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 import psycopg
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, id_of, require_id
@@ -48,7 +49,32 @@ class EarlyFraudWarning(StripeObject):
 FRAUD_WARNING_REPORTED = "fraud_warning_reported"  # the order had shipped: payment.fraud_warning
 FRAUD_WARNING_RECORDED = "fraud_warning_recorded"  # not shipped: its success will be held
 FRAUD_WARNING_UPDATED = "fraud_warning_updated"  # a warning already known
-FRAUD_WARNING_JOB = jobs.documented("payment.fraud_warning")
+
+
+class PaymentFraudWarningJob(jobs.Job):
+    """Stripe suggests refunding such a charge. Key: `payment.fraud_warning:<warning_id>`."""
+
+    model_config = ConfigDict(title="An early fraud warning on an order already shipped")
+
+    kind: Literal["payment.fraud_warning"]
+    payment_id: str
+    """the PaymentIntent id (a Charges-API payment's charge id, or a session without a PaymentIntent's own
+    id)"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    warning_id: str
+    """the Radar early fraud warning's id"""
+    charge: str | None
+    """the charge it is about"""
+    fraud_type: str | None
+    """Stripe's `fraud_type`"""
+    actionable: bool | None
+    """whether the charge can still be refunded to avoid a dispute"""
+    event_id: str
+    """the event whose delivery enqueued the job"""
+
+
+FRAUD_WARNING_JOB = jobs.documented(PaymentFraudWarningJob)
 PARTS = Parts(
     outcomes=(FRAUD_WARNING_REPORTED, FRAUD_WARNING_RECORDED, FRAUD_WARNING_UPDATED),
     jobs=(FRAUD_WARNING_JOB,),

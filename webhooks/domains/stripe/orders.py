@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import structlog
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
@@ -37,9 +38,56 @@ from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
 
+
+class _Order(jobs.Job):
+    """What an order's job says of its payment, shipped or held."""
+
+    payment_id: str
+    """the PaymentIntent id (a Charges-API payment's charge id, or a session without a PaymentIntent's own
+    id)"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    event_id: str
+    """the event whose delivery enqueued the job"""
+    event_type: str
+    """that event's type"""
+    amount: jobs.Amount
+    """in the currency's smallest unit"""
+    currency: jobs.Currency
+    """ISO currency code, lower case"""
+    session_id: str | None
+    """the Checkout Session, when one named the payment by then"""
+    client_reference_id: str | None
+    """the session's `client_reference_id`"""
+    customer: str | None
+    """the Stripe customer id"""
+    metadata: dict[str, str]
+    """the PaymentIntent's metadata, overlaid by the session's"""
+
+
+class OrderFulfilledJob(_Order):
+    """Enqueued once per payment that is an order, when its success arrives and nothing holds it
+    (docs/events.md, Which payments ship). Key: `order.fulfilled:<payment_id>`."""
+
+    model_config = ConfigDict(title="An order to ship")
+
+    kind: Literal["order.fulfilled"]
+
+
+class PaymentReviewJob(_Order):
+    """Enqueued instead of `order.fulfilled` when the payment was already refunded in full, disputed or
+    given an early fraud warning when its success arrived. Key: `payment.review:<payment_id>`."""
+
+    model_config = ConfigDict(title="An order held for a person to decide")
+
+    kind: Literal["payment.review"]
+    reason: Literal["disputed", "refunded", "fraud_warning"]
+    """why it is held"""
+
+
 # The job kinds the decision writes (orders.sql).
-ORDER_FULFILLED = jobs.documented("order.fulfilled")
-PAYMENT_REVIEW = jobs.documented("payment.review")
+ORDER_FULFILLED = jobs.documented(OrderFulfilledJob)
+PAYMENT_REVIEW = jobs.documented(PaymentReviewJob)
 # Why a payment that succeeded is not shipped, besides `held` (refunded,
 # disputed or fraud-warned before its success: payment.review).
 INVOICE_PAYMENT = "invoice_payment"  # pays an invoice (subscription, Invoicing)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import psycopg
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, Json, require_created, require_id, timestamp
@@ -57,8 +58,50 @@ REFUND_FAILED = "refund_failed"  # failed or canceled: no longer counted
 # Before basil, what a partial capture or a cancellation released uncaptured
 # came as a Refund: no money went back.
 AUTHORIZATION_RELEASED = "authorization_released"
-PAYMENT_REFUNDED = jobs.documented("payment.refunded")
-REFUND_FAILED_JOB = jobs.documented("refund.failed")
+
+
+class _Refund(jobs.Job):
+    """What a refund's job says of it and of its payment."""
+
+    payment_id: str
+    """the PaymentIntent id (a Charges-API payment's charge id, or a session without a PaymentIntent's own
+    id)"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    refund_id: str
+    """the Refund id"""
+    amount: jobs.Amount
+    """in the currency's smallest unit"""
+    currency: jobs.Currency
+    """ISO currency code, lower case"""
+    status: str
+    """the refund's status (`pending`, `requires_action`, `succeeded`, `failed`, `canceled`)"""
+    failure_reason: str | None
+    """Stripe's `failure_reason` of a failed refund"""
+    payment_amount_refunded: int
+    """what is refunded of the payment now, all its refunds counted"""
+    payment_fully_refunded: bool
+    """whether all that was captured is refunded"""
+
+
+class PaymentRefundedJob(_Refund):
+    """Enqueued when a refund is first seen alive. Key: `payment.refunded:<refund_id>`."""
+
+    model_config = ConfigDict(title="A refund of a payment")
+
+    kind: Literal["payment.refunded"]
+
+
+class RefundFailedJob(_Refund):
+    """Enqueued when a refund fails. Key: `refund.failed:<refund_id>`."""
+
+    model_config = ConfigDict(title="A refund that failed")
+
+    kind: Literal["refund.failed"]
+
+
+PAYMENT_REFUNDED = jobs.documented(PaymentRefundedJob)
+REFUND_FAILED_JOB = jobs.documented(RefundFailedJob)
 PARTS = Parts(
     outcomes=(REFUNDED, PARTIALLY_REFUNDED, REFUND_FAILED, AUTHORIZATION_RELEASED),
     jobs=(PAYMENT_REFUNDED, REFUND_FAILED_JOB),

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 import psycopg
+from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
 from webhooks.core.events import Event, InvalidEvent, Json, id_of, require_created, require_id, timestamp
@@ -33,7 +34,28 @@ SUBSCRIPTION_UPDATED = "subscription_updated"
 TRIAL_ENDING = "trial_ending"
 REVOKED = "revoked"
 ALREADY_REVOKED = "already_revoked"
-TRIAL_ENDING_JOB = jobs.documented("subscription.trial_ending")
+
+
+class SubscriptionTrialEndingJob(jobs.Job):
+    """Enqueued by `customer.subscription.trial_will_end`. Key:
+    `subscription.trial_ending:<subscription_id>:<event_id>`."""
+
+    model_config = ConfigDict(title="A trial ends in three days, or was ended early")
+
+    kind: Literal["subscription.trial_ending"]
+    subscription_id: str
+    """the Subscription id"""
+    account: str | None
+    """the Connect account (`acct_...`) the object belongs to; null for the platform's own"""
+    customer: str | None
+    """the Stripe customer id"""
+    trial_end: int | None
+    """when the trial ends (Unix time)"""
+    event_id: str
+    """the event whose delivery enqueued the job"""
+
+
+TRIAL_ENDING_JOB = jobs.documented(SubscriptionTrialEndingJob)
 PARTS = Parts(
     outcomes=(SUBSCRIPTION_UPDATED, TRIAL_ENDING, REVOKED, ALREADY_REVOKED), jobs=(TRIAL_ENDING_JOB,)
 )
