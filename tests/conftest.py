@@ -1,4 +1,4 @@
-"""Fixtures: a real PostgreSQL, a fresh schema per test, the app, a real gunicorn."""
+"""Fixtures: a real PostgreSQL, a migrated database per test, the app, a real gunicorn."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import machine, reliability, senders
+from tests.support import databases, machine, reliability, senders
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
@@ -98,9 +98,18 @@ def migrated_before(server_url: str, version: str, folder: Path):
         yield url
 
 
+@pytest.fixture(scope="session")
+def template(server_url: str):
+    """The run's migrated template database (tests/support/databases.py)."""
+    made = databases.Template(server_url)
+    yield made
+    made.release()
+
+
 @pytest.fixture
-def database_url(server_url: str):
-    with migrated_schema(server_url) as url:
+def database_url(template: databases.Template):
+    """A migrated database of this test's own: a copy of the run's template."""
+    with template.copy() as url:
         yield url
 
 
