@@ -38,11 +38,11 @@ def _orphaned(conn: psycopg.Connection) -> list[str]:
     """This suite's databases whose run has no process left holding it."""
     rows = conn.execute(
         """
-        SELECT datname FROM pg_database
-        WHERE datname LIKE %(prefix)s || '\\_%%'
+        SELECT d.datname FROM pg_database d
+        WHERE d.datname LIKE %(prefix)s || '\\_%%'
           AND NOT EXISTS (
-            SELECT 1 FROM pg_stat_activity
-            WHERE application_name = %(prefix)s || '_run_' || split_part(datname, '_', 3)
+            SELECT 1 FROM pg_stat_activity a
+            WHERE a.application_name = %(prefix)s || '_run_' || split_part(d.datname, '_', 3)
           )
         """,
         {"prefix": PREFIX},
