@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import pytest
 import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import databases, machine, reliability, senders
+from tests.support import databases, machine, ports, reliability, senders
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
@@ -49,10 +48,51 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--pass",
+        dest="suite_pass",
+        choices=("parallel", "serial"),
+        help="bin/test's passes: `parallel` runs all but the system tests (with xdist's -n), "
+        "`serial` the system tests alone, one at a time (they take root, hosts and ports of the machine)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
+    chosen = config.getoption("suite_pass")
+    if chosen is None:
+        return
+    kept, left = [], []
+    for item in items:
+        (kept if (item.get_closest_marker("system") is None) == (chosen == "parallel") else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+# Connections one xdist worker may hold at once: a thread storm's pool (make_app's
+# WEBHOOK_POOL_MAX_SIZE) and a few of the fixtures' own.
+STORM_POOL = 40
+_WORKER_CONNECTIONS = STORM_POOL + 5
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core, no more than the server's free connections hold (a fresh
+    PostgreSQL allows 100)."""
+    url = os.environ.get("DATABASE_URL") or LOCAL_SERVER
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            (free,) = conn.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int"
+                " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+    except psycopg.OperationalError:
+        free = 100  # the embedded server: PostgreSQL's default
+    return max(1, min(os.cpu_count() or 1, free // _WORKER_CONNECTIONS))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -166,7 +206,7 @@ def make_app(database_url: str):
 
     def make(**extra):
         # Pool sized for the thread storms: each thread needs its own connection.
-        env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=40, **extra)
+        env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=STORM_POOL, **extra)
         app = create_app(Settings.from_env(env))
         apps.append(app)
         return app
@@ -216,12 +256,6 @@ def table_counts(db) -> dict[str, int]:
     return {table: count_rows(db, table) for table in ("webhook_events", "webhook_failures", "fulfilments")}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Gunicorn:
     """gunicorn.conf.py serving the app on free loopback ports: alone, as on a
     platform whose router buffers requests, or `command` (`python -m webhooks
@@ -237,9 +271,9 @@ class Gunicorn:
     ):
         """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say);
         `probe`: the URL that answers 200 once it is ready."""
-        self.port = _free_port()
+        self.port = ports.free_port()
         self.url = f"http://{host}:{self.port}"
-        self.metrics_port = _free_port()
+        self.metrics_port = ports.free_port()
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self._probe = probe(self)
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
