@@ -17,9 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
+import structlog
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import databases, machine, ports, reliability, senders
+from tests.support import databases, machine, ports, properties, reliability, senders
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
@@ -93,6 +94,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     except psycopg.OperationalError:
         free = 100  # the embedded server: PostgreSQL's default
     return max(1, min(os.cpu_count() or 1, free // _WORKER_CONNECTIONS))
+
+
+properties.load()
+
+
+def _uncached(configure):
+    def configure_uncached(**settings):
+        configure(**{**settings, "cache_logger_on_first_use": False})
+
+    return configure_uncached
+
+
+# A test process makes apps and calls commands many times, each configuring the logs for
+# the stdout of its moment (a test's capture): a logger cached on first use would keep the first.
+structlog.configure = _uncached(structlog.configure)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -330,8 +346,8 @@ class Gunicorn:
         self.log.close()
 
 
-@pytest.fixture
-def gunicorn(database_url: str):
+@contextlib.contextmanager
+def _gunicorns(database_url: str):
     servers = []
 
     def start(**extra) -> Gunicorn:
@@ -339,9 +355,40 @@ def gunicorn(database_url: str):
         servers.append(server)
         return server
 
-    yield start
-    for server in servers:
-        server.stop()
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def gunicorn(database_url: str):
+    """`gunicorn(**settings)`: a 4-worker gunicorn on this test's database, stopped after the test."""
+    with _gunicorns(database_url) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_database_url(template: databases.Template):
+    """One database for a module's tests that share one server: each leaves rows the next sees."""
+    with template.copy() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_gunicorn(module_database_url: str):
+    """One 4-worker gunicorn for a module, on module_database_url, for the tests that do not
+    stop it or change its settings: a boot is most of such a test's time."""
+    with _gunicorns(module_database_url) as start:
+        yield start()
+
+
+@pytest.fixture
+def module_db(module_database_url: str):
+    """An autocommit connection to module_database_url."""
+    with psycopg.connect(module_database_url, autocommit=True) as conn:
+        yield conn
 
 
 SERVE = [sys.executable, "-m", "webhooks", "serve"]
