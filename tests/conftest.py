@@ -1,4 +1,4 @@
-"""Fixtures: a real PostgreSQL, a fresh schema per test, the app, a real gunicorn."""
+"""Fixtures: a real PostgreSQL, a migrated database per test, the app, a real gunicorn."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,9 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
+import structlog
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import machine, reliability, senders
+from tests.support import databases, machine, ports, properties, reliability, senders
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import Settings
@@ -49,10 +49,66 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--pass",
+        dest="suite_pass",
+        choices=("parallel", "serial"),
+        help="bin/test's passes: `parallel` runs all but the system tests (with xdist's -n), "
+        "`serial` the system tests alone, one at a time (they take root, hosts and ports of the machine)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
+    chosen = config.getoption("suite_pass")
+    if chosen is None:
+        return
+    kept, left = [], []
+    for item in items:
+        (kept if (item.get_closest_marker("system") is None) == (chosen == "parallel") else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+# Connections one xdist worker may hold at once: a thread storm's pool (make_app's
+# WEBHOOK_POOL_MAX_SIZE) and a few of the fixtures' own.
+STORM_POOL = 40
+_WORKER_CONNECTIONS = STORM_POOL + 5
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core, no more than the server's free connections hold (a fresh
+    PostgreSQL allows 100)."""
+    url = os.environ.get("DATABASE_URL") or LOCAL_SERVER
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            (free,) = conn.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int"
+                " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+    except psycopg.OperationalError:
+        free = 100  # the embedded server: PostgreSQL's default
+    return max(1, min(os.cpu_count() or 1, free // _WORKER_CONNECTIONS))
+
+
+properties.load()
+
+
+def _uncached(configure):
+    def configure_uncached(**settings):
+        configure(**{**settings, "cache_logger_on_first_use": False})
+
+    return configure_uncached
+
+
+# A test process makes apps and calls commands many times, each configuring the logs for
+# the stdout of its moment (a test's capture): a logger cached on first use would keep the first.
+structlog.configure = _uncached(structlog.configure)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -98,9 +154,18 @@ def migrated_before(server_url: str, version: str, folder: Path):
         yield url
 
 
+@pytest.fixture(scope="session")
+def template(server_url: str):
+    """The run's migrated template database (tests/support/databases.py)."""
+    made = databases.Template(server_url)
+    yield made
+    made.release()
+
+
 @pytest.fixture
-def database_url(server_url: str):
-    with migrated_schema(server_url) as url:
+def database_url(template: databases.Template):
+    """A migrated database of this test's own: a copy of the run's template."""
+    with template.copy() as url:
         yield url
 
 
@@ -157,7 +222,7 @@ def make_app(database_url: str):
 
     def make(**extra):
         # Pool sized for the thread storms: each thread needs its own connection.
-        env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=40, **extra)
+        env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=STORM_POOL, **extra)
         app = create_app(Settings.from_env(env))
         apps.append(app)
         return app
@@ -207,12 +272,6 @@ def table_counts(db) -> dict[str, int]:
     return {table: count_rows(db, table) for table in ("webhook_events", "webhook_failures", "fulfilments")}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Gunicorn:
     """gunicorn.conf.py serving the app on free loopback ports: alone, as on a
     platform whose router buffers requests, or `command` (`python -m webhooks
@@ -228,9 +287,9 @@ class Gunicorn:
     ):
         """`host`: where it listens; `inside`: wraps its command line (`ip netns exec`, say);
         `probe`: the URL that answers 200 once it is ready."""
-        self.port = _free_port()
+        self.port = ports.free_port()
         self.url = f"http://{host}:{self.port}"
-        self.metrics_port = _free_port()
+        self.metrics_port = ports.free_port()
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self._probe = probe(self)
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
@@ -287,8 +346,8 @@ class Gunicorn:
         self.log.close()
 
 
-@pytest.fixture
-def gunicorn(database_url: str):
+@contextlib.contextmanager
+def _gunicorns(database_url: str):
     servers = []
 
     def start(**extra) -> Gunicorn:
@@ -296,9 +355,40 @@ def gunicorn(database_url: str):
         servers.append(server)
         return server
 
-    yield start
-    for server in servers:
-        server.stop()
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def gunicorn(database_url: str):
+    """`gunicorn(**settings)`: a 4-worker gunicorn on this test's database, stopped after the test."""
+    with _gunicorns(database_url) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_database_url(template: databases.Template):
+    """One database for a module's tests that share one server: each leaves rows the next sees."""
+    with template.copy() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_gunicorn(module_database_url: str):
+    """One 4-worker gunicorn for a module, on module_database_url, for the tests that do not
+    stop it or change its settings: a boot is most of such a test's time."""
+    with _gunicorns(module_database_url) as start:
+        yield start()
+
+
+@pytest.fixture
+def module_db(module_database_url: str):
+    """An autocommit connection to module_database_url."""
+    with psycopg.connect(module_database_url, autocommit=True) as conn:
+        yield conn
 
 
 SERVE = [sys.executable, "-m", "webhooks", "serve"]

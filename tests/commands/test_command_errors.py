@@ -15,6 +15,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import ROOT
+from tests.support import ports
 from tests.support.commands import command
 from tests.support.downstream import Worker
 from tests.web.test_startup_checks import started, unmigrated_url  # noqa: F401 (fixtures)
@@ -105,7 +106,7 @@ def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, val
 @pytest.mark.system
 def test_serve_refuses_a_setting_rendered_into_the_fronts_config_before_anything_serves(env, said):
     conftest.require_front()
-    port = env.get("PORT") or str(conftest._free_port())
+    port = env.get("PORT") or str(ports.free_port())
     ran = command("serve", **{"PORT": port, **env})
 
     assert one_error_line(ran) == f"error: {said}"
@@ -119,7 +120,7 @@ def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path):
     (tmp_path / "stripe.txt").write_text("# Stripe's\n3.18.12.63\n3.18.12.999\n")
     ran = command(
         "serve",
-        PORT=str(conftest._free_port()),
+        PORT=str(ports.free_port()),
         STRIPE_WEBHOOK_ALLOWLIST="on",
         WEBHOOK_ALLOWLIST_DIR=str(tmp_path),
     )
@@ -139,7 +140,7 @@ def test_a_typo_in_the_handler_modules_names_the_setting_and_the_module(database
     ran = command(
         *argv,
         DATABASE_URL=database_url,
-        PORT=str(conftest._free_port()),
+        PORT=str(ports.free_port()),
         WEBHOOK_OUTBOX_URL="http://127.0.0.1:9/",
         WEBHOOK_HANDLER_MODULES="tests.support.handlers,tests.handlrs",
     )
@@ -185,7 +186,7 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly(database_url):
 
 
 def test_replay_with_nothing_listening_says_where_it_sent_in_one_line():
-    url = f"http://127.0.0.1:{conftest._free_port()}/webhooks/stripe"
+    url = f"http://127.0.0.1:{ports.free_port()}/webhooks/stripe"
     sample = ROOT / "tests" / "stripe_events" / "charge.succeeded.json"
     ran = command("replay", "--url", url, "--secret", "whsec_test", "--times", "2", str(sample))
     assert one_error_line(ran) == (
@@ -199,7 +200,7 @@ ONE_TRY = ("--secret", "whsec_test", "-n", "1", "-k", "1", "--retry-budget", "1"
 
 
 def test_loadtest_with_nothing_listening_says_so_and_prints_no_tables():
-    url = f"http://127.0.0.1:{conftest._free_port()}/webhooks/stripe"
+    url = f"http://127.0.0.1:{ports.free_port()}/webhooks/stripe"
     ran = command("loadtest", "--url", url, *ONE_TRY)
     line = one_error_line(ran)
     assert line.startswith(f"error: loadtest: no delivery to {url} was accepted: no answer: ")

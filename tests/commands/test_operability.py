@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,6 +15,7 @@ import requests
 
 from tests import conftest
 from tests.conftest import ROOT, post_event, scripted_event
+from tests.support import ports
 from tests.support.commands import command
 from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks.core import outbox
@@ -41,7 +43,7 @@ def without_database_url() -> dict:
 def test_a_database_url_naming_a_missing_database_is_one_line_and_exit_1(server_url, argv):
     missing = psycopg.conninfo.make_conninfo(server_url, dbname=f"no_such_{uuid.uuid4().hex[:8]}")
     # On loopback, so that serve has nothing to say about a missing nginx.
-    ran = command(*argv, DATABASE_URL=missing, HOST="127.0.0.1")
+    ran = command(*argv, DATABASE_URL=missing, HOST="127.0.0.1", METRICS_PORT=str(ports.free_port()))
     assert ran.returncode == 1
     [line] = ran.stderr.splitlines()
     assert line.startswith("error: cannot use the database (DATABASE_URL's database no_such_")
@@ -96,10 +98,10 @@ _MACHINE_SET_UP = {"user_made", "user_joined_group", "folder_opened_for_search"}
 
 
 def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(data_dir, tmp_path):
-    port = conftest._free_port()
     log = open(tmp_path / "serve.log", "w")
+    # Port 0: any free port, which the "serving" line names.
     serve = subprocess.Popen(
-        [str(ROOT / "bin" / "serve"), "--port", str(port)],
+        [str(ROOT / "bin" / "serve"), "--port", "0"],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.PIPE,
@@ -109,13 +111,15 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
             "DATABASE_URL": "",
             "WEBHOOK_DATA_DIR": data_dir,
             "HOST": "127.0.0.1",
-            "METRICS_PORT": str(conftest._free_port()),
+            "METRICS_PORT": str(ports.free_port()),
             "WEB_CONCURRENCY": "1",
             "STRIPE_WEBHOOK_SECRET": conftest.SECRET,
         },
     )
     try:
-        wait_until(lambda: _ready(port), 60, "serve to answer /readyz")
+        url = wait_until(lambda: _serving_url(tmp_path / "serve.log"), 60, "serve to say where it serves")
+        assert not url.endswith(":0")
+        wait_until(lambda: _ready(url), 60, "serve to answer /readyz")
         assert embedded.running(embedded.pgdata(data_dir))
     finally:
         serve.send_signal(signal.SIGTERM)
@@ -140,9 +144,14 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
     assert "RuntimeDirWarning" not in stderr and "Traceback" not in stderr
 
 
-def _ready(port: int) -> bool:
+def _serving_url(log: Path) -> str | None:
+    lines = log.read_text().splitlines()
+    return next((line["url"] for line in map(json.loads, lines) if line["event"] == "serving"), None)
+
+
+def _ready(url: str) -> bool:
     try:
-        return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+        return requests.get(f"{url}/readyz", timeout=2).status_code == 200
     except requests.RequestException:
         return False
 

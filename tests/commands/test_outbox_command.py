@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from tests import conftest
-from tests.support.commands import command
+from tests.support.commands import called, command
 from tests.support.dead_letters import dead_letter, status_of
 from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks.core import outbox
@@ -17,7 +17,7 @@ from webhooks.core import outbox
 @pytest.fixture
 def outbox_command(database_url):
     def run(*argv: str):
-        return command("outbox", *argv, DATABASE_URL=database_url)
+        return called("outbox", *argv, DATABASE_URL=database_url)
 
     return run
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import post_event, scripted_event, table_counts
-from tests.support.commands import command
+from tests.support.commands import called
 from webhooks.traffic import samples
 
 
 @pytest.fixture
 def reprocess(database_url):
     def run(*argv: str, modules: str = "tests.support.handlers"):
-        return command(
+        return called(
             "events", "reprocess", *argv, DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES=modules
         )
 

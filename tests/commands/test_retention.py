@@ -1,31 +1,22 @@
 """`python -m webhooks prune`: old ledger rows go, fulfilments and exactly-once stay."""
 
-import contextlib
-import io
 import json
 
 import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
+from tests.support.commands import called
 from tests.support.rows import count_rows
-from webhooks import commands as cli
 from webhooks.commands import prune as retention
 from webhooks.traffic import samples
 
 
 @pytest.fixture
-def prune(database_url, monkeypatch):
-    for name, value in conftest.service_env(database_url).items():
-        monkeypatch.setenv(name, value)
-
+def prune(database_url):
     def run(*argv, **env) -> tuple[int, str, str]:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(["prune", *argv])
-        return code, out.getvalue(), err.getvalue()
+        ran = called("prune", *argv, **conftest.service_env(database_url), **env)
+        return ran.returncode, ran.stdout, ran.stderr
 
     return run
 

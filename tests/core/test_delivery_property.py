@@ -32,6 +32,7 @@ from tests.support.payment_stories import (
     payment_state,
     refund_lifecycle,
 )
+from tests.support.properties import scaled
 from tests.support.rows import count_rows
 from tests.support.stories import CardPayment, card_payment, deliver, scoped
 from tests.support.twins import twin  # noqa: F401  (fixture)
@@ -108,7 +109,7 @@ def _draw_plan(data, events: list[dict], max_copies: int) -> tuple[list[dict], l
     return deliveries, senders
 
 
-@settings(CONCURRENT, max_examples=40)
+@settings(CONCURRENT, max_examples=scaled(40))
 @given(shapes=st.lists(payment_shapes, min_size=2, max_size=6), data=st.data())
 def test_shuffled_duplicated_concurrent_delivery_ends_as_one_sequential_delivery(
     impatient_app, db, twin, shapes, data
@@ -169,7 +170,7 @@ LIFECYCLES = {
 }
 
 
-@settings(CONCURRENT, max_examples=30)
+@settings(CONCURRENT, max_examples=scaled(30))
 @given(kinds=st.lists(st.sampled_from(sorted(LIFECYCLES)), min_size=1, max_size=3), data=st.data())
 def test_shuffled_refund_and_dispute_lifecycles_end_as_one_sequential_delivery_one_job_per_transition(
     impatient_app, db, twin, kinds, data
@@ -219,7 +220,7 @@ def _subscription_story(shape: str, story: subs.Story) -> list[dict]:
     return [evt for _, evt in events]
 
 
-@settings(CONCURRENT, max_examples=25)
+@settings(CONCURRENT, max_examples=scaled(25))
 @given(shapes=st.lists(subscription_shapes, min_size=1, max_size=3), data=st.data())
 def test_shuffled_duplicated_concurrent_subscription_events_end_as_one_sequential_delivery(
     make_app, impatient_app, db, shapes, data

@@ -12,7 +12,7 @@ import psycopg
 
 from tests.commands.test_operability import json_lines
 from tests.conftest import migrated_before, post_event, scripted_event
-from tests.support.commands import command
+from tests.support.commands import called
 from tests.support.stories import fixture
 from webhooks.infra import migrate
 from webhooks.infra.logs import public_message
@@ -42,14 +42,14 @@ def test_a_handlers_unique_violation_on_a_customers_email_is_recorded_without_th
     assert message == "SQLSTATE 23505 constraint shop_customers_email_key table shop_customers"
 
     env = dict(DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES="tests.support.handlers")
-    reprocessed = command("events", "reprocess", evt["id"], **env)
+    reprocessed = called("events", "reprocess", evt["id"], **env)
     *logged, answer = reprocessed.stdout.splitlines()
     assert answer == '500 {"error":"fulfilment_failed"}'
     [failure] = json_lines("\n".join(logged))
     assert failure["exception"]["message"].startswith("SQLSTATE 23505")
     assert not _leaks(reprocessed.stdout + reprocessed.stderr)
 
-    shown = command("events", "show", evt["id"], **env).stdout
+    shown = called("events", "show", evt["id"], **env).stdout
     attempts, _payload = shown.split("\npayload\n")  # the payload is what was signed, shown as it came
     assert "UniqueViolation: SQLSTATE 23505" in attempts and not _leaks(attempts)
 
@@ -104,11 +104,11 @@ def test_a_handlers_error_quoting_a_customers_email_is_recorded_by_its_class_and
     assert message.startswith("text not shown, it may quote the payload: raised at handlers.py:")
 
     env = dict(DATABASE_URL=database_url, WEBHOOK_HANDLER_MODULES="tests.support.handlers")
-    reprocessed = command("events", "reprocess", evt["id"], **env)
+    reprocessed = called("events", "reprocess", evt["id"], **env)
     [failure] = json_lines(reprocessed.stdout.splitlines()[0])
     assert failure["exception"]["type"] == "LookupError"
     assert not _leaks(reprocessed.stdout + reprocessed.stderr)
-    attempts, _payload = command("events", "show", evt["id"], **env).stdout.split("\npayload\n")
+    attempts, _payload = called("events", "show", evt["id"], **env).stdout.split("\npayload\n")
     assert attempts.count("LookupError: text not shown") == 2 and not _leaks(attempts)
     page = _admin_page(admin)
     assert evt["id"] in page and "LookupError" in page and not _leaks(page)

@@ -21,18 +21,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, front  # noqa: F401 (fixture)
+from tests.support import ports
 from tests.support.front import signed_delivery
 from webhooks.commands.serve import nginx_binary
 from webhooks.infra.config import Settings
 
 # Loopback addresses other than the proxy's own (Linux answers 127.0.0.0/8 on `lo`).
 STRIPE, ELSEWHERE = "127.0.0.2", "127.0.0.3"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def documented_server_blocks() -> str:
@@ -52,7 +47,7 @@ def tls_front(tmp_path: Path):
     started = []
 
     def start(upstream: int) -> tuple[int, int]:
-        http_port, https_port = _free_port(), _free_port()
+        http_port, https_port = ports.free_port(), ports.free_port()
         servers = (
             documented_server_blocks()
             .replace("listen 80;", f"listen 127.0.0.1:{http_port};")

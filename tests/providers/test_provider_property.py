@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import table_counts
+from tests.support.properties import scaled
 from tests.support.reliability import sized
 from tests.support.senders import GITHUB, JSON_TYPE, STANDARD
 from tests.web.test_hostile_input import _mutated_body, mutated_header
 
 _SETTINGS = settings(
-    max_examples=sized(200, 3000),
+    max_examples=scaled(sized(200, 3000)),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,

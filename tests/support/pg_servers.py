@@ -31,6 +31,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from tests.support.downstream import wait_until
+from tests.support.ports import free_port
 
 BIN = Path(os.environ.get("WEBHOOKS_PG_BIN", "/usr/lib/postgresql/15/bin"))
 USER = "postgres"
@@ -75,12 +76,6 @@ def require() -> None:
     from tests.support import machine
 
     machine.require("WEBHOOKS_REQUIRE_PG_SERVERS", unavailable())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _as_postgres(*args: str | Path) -> subprocess.CompletedProcess:

@@ -89,7 +89,16 @@ def test_the_event_page_lists_the_outbox_jobs_its_claim_made_and_no_other(admin_
     assert "pi_other_0002" not in jobs
 
 
-@pytest.mark.parametrize("presented", [None, "", "not-a-token", csrf.Tokens("another-admin-token").issue()])
+# The token's id by name: its text changes each second, and xdist's workers must collect the same ids.
+@pytest.mark.parametrize(
+    "presented",
+    [
+        None,
+        "",
+        "not-a-token",
+        pytest.param(csrf.Tokens("another-admin-token").issue(), id="another-admins-token"),
+    ],
+)
 def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(admin_client, db, presented):
     evt = failed_once(admin_client)
     form = {} if presented is None else {"csrf": presented}

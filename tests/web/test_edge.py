@@ -23,7 +23,7 @@ import requests
 
 from bench import flood, framing
 from tests.commands.test_command_errors import one_error_line
-from tests.support.commands import command
+from tests.support.commands import called, command
 from tests.support.front import address, counted_since, refusals, served, signed_delivery
 from tests.support.reliability import sized
 from webhooks.web import front
@@ -333,11 +333,11 @@ def test_refresh_writes_a_providers_published_list_after_checking_every_entry(tm
     env = {"WEBHOOK_ALLOWLIST_DIR": str(tmp_path)}
 
     said = {
-        name: command("allowlist", "refresh", provider, str(downloads / name), **env)
+        name: called("allowlist", "refresh", provider, str(downloads / name), **env)
         for provider, name in (("stripe", "ips_webhooks.json"), ("github", "meta.json"))
     }
     github = (tmp_path / "github.txt").read_text()
-    again = command("allowlist", "refresh", "stripe", str(downloads / "ips_webhooks.txt"), **env)
+    again = called("allowlist", "refresh", "stripe", str(downloads / "ips_webhooks.txt"), **env)
 
     assert all(ran.returncode == 0 and ran.stderr == "" for ran in [*said.values(), again])
     assert said["ips_webhooks.json"].stdout == (
@@ -374,6 +374,7 @@ def test_refresh_changes_nothing_on_a_file_that_is_not_a_list_and_names_the_entr
     downloaded = tmp_path / "downloaded"
     downloaded.write_text(content)
 
+    # As a process: the exit status and the one line a shell sees.
     ran = command("allowlist", "refresh", "stripe", str(downloaded), WEBHOOK_ALLOWLIST_DIR=str(tmp_path))
 
     assert one_error_line(ran) == f"error: {downloaded}{said}"

@@ -49,8 +49,9 @@ def nginx_binary(settings: Settings) -> str | None:
     return shutil.which(settings.nginx, path=_NGINX_PATH)
 
 
-def check_port_free(host: str, port: int, setting: str = "PORT") -> None:
-    """Fail before any start-up work if another process listens there."""
+def check_port_free(host: str, port: int, setting: str = "PORT") -> int:
+    """Fail before any start-up work if another process listens there; the port, or
+    for 0 one the kernel finds free (nginx and gunicorn are each told one port)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         # As nginx and gunicorn bind: a port left in TIME_WAIT by a stopped server is free.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -62,6 +63,7 @@ def check_port_free(host: str, port: int, setting: str = "PORT") -> None:
                     f"port {port} is already in use on {host}: stop what listens there, or set {setting}"
                 ) from None
             raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        return int(sock.getsockname()[1])
 
 
 class Served:
@@ -226,7 +228,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings, _ = serving()
     # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
     bootstrap.handlers(settings)
-    port = args.port or settings.port
+    port = settings.port if args.port is None else args.port
     nginx = nginx_binary(settings)
     if nginx:
         front.check(settings)
@@ -243,7 +245,7 @@ def _serve(args: argparse.Namespace) -> int:
         privilege.open_import_path(privilege.service_account(settings))
         if nginx:
             privilege.front_account(settings)
-    check_port_free(host, port)
+    port = check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)
     try:
@@ -274,5 +276,5 @@ def register(commands) -> None:
         help="migrate and serve: nginx in front of gunicorn "
         "(an embedded PostgreSQL in <project>/.data/pg when DATABASE_URL is unset)",
     )
-    serve.add_argument("--port", type=int, help="listen port (default: $PORT or 8000)")
+    serve.add_argument("--port", type=int, help="listen port, 0 for any free one (default: $PORT or 8000)")
     serve.set_defaults(func=_serve)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import post_event
 from tests.support.payment_stories import PRE_BASIL, decisions, invoice_payment, jobs, subscription_payments
+from tests.support.properties import scaled
 from tests.support.rows import count_rows
 from tests.support.stories import CardPayment, card_payment, deliver, fixture
 from tests.support.storm import release_together
@@ -118,7 +119,7 @@ def test_subscription_payments_never_ship_as_orders(client, db, shape, order):
 
 
 @settings(
-    max_examples=15,
+    max_examples=scaled(15),
     deadline=None,
     database=None,
     phases=[Phase.generate],
