@@ -17,7 +17,7 @@ from types import ModuleType
 
 from webhooks.core import history, ingest
 from webhooks.core.events import Event, InvalidEvent
-from webhooks.core.registry import Registry
+from webhooks.core.registry import HandlerMistake, Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
 from webhooks.domains import stripe as stripe_domain
@@ -56,9 +56,12 @@ def handlers(settings: Settings) -> Registry:
             module = importlib.import_module(name)
         except (ImportError, SyntaxError) as exc:
             raise SettingError(f"WEBHOOK_HANDLER_MODULES: cannot import {name}: {exc}") from None
-        registry.include(module)
-        if callable(getattr(module, "register", None)):
-            module.register(registry, settings)
+        try:
+            registry.include(module)
+            if callable(getattr(module, "register", None)):
+                module.register(registry, settings)
+        except HandlerMistake as exc:
+            raise SettingError(f"WEBHOOK_HANDLER_MODULES: {name}: {exc}") from None
     return registry
 
 
