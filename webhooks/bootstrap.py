@@ -85,13 +85,17 @@ class Service:
     def admit_and_accept(self, provider: str, event: Event) -> ingest.Answer:
         """An event that came some other way than a delivery (reprocess, backfill), admitted as a delivery is.
 
-        Its provider's refusal is its answer (400, nothing written).
+        Its provider's refusal is its answer (400, recorded as a failure).
         """
         try:
             settled = self.providers[provider].admit(event, self.settings)
         except InvalidEvent as exc:
-            return ingest.invalid_event(exc)
+            return self.refuse(provider, event, exc)
         return self.accept(provider, event, settled)
+
+    def refuse(self, provider: str, event: Event, exc: InvalidEvent) -> ingest.Answer:
+        """A parsed event's refusal (400), recorded as a failure that `events list` and /admin show."""
+        return ingest.refuse_invalid(self.pool.get(), self.registry, provider, event, exc)
 
     def reprocess(self, provider: str, event_id: str, allow_ignored: bool = False) -> ingest.Answer:
         """Admit and accept an event's stored body again, as a delivery of it is (`events reprocess`, /admin).

@@ -72,7 +72,7 @@ def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled:
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
-        return invalid_event(exc)
+        return refuse_invalid(pool, registry, provider, event, exc)
     except Unprocessable as exc:
         return refuse(pool, registry, provider, event, exc)
     except Exception as exc:
@@ -84,6 +84,12 @@ def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled:
 
 def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
+
+
+def refuse_invalid(pool: Pool, registry: Registry, provider: str, event: Event, exc: InvalidEvent) -> Answer:
+    """A signed, parsed event refused as unusable (400), recorded as a failure: never without a trace."""
+    _record_failure(pool, registry, provider, event, exc)
+    return invalid_event(exc)
 
 
 def refuse(pool: Pool, registry: Registry, provider: str, event: Event, exc: Unprocessable) -> Answer:
