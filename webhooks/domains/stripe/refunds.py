@@ -50,7 +50,7 @@ from webhooks.core.registry import handles
 from webhooks.infra.db import one
 
 from . import fetch, scope
-from .declared import Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
+from .declared import BASIL, Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
 from .lookups import Listing, Lookup, Rows
 from .payments import note, payment_id_of
 
@@ -119,7 +119,6 @@ class Charge(StripeObject):
 
 _RANK = {"pending": 0, "requires_action": 1, "succeeded": 2, "failed": 3, "canceled": 3}
 _DEAD = 3
-_BASIL = "2025-03-31"
 # The versions at which a card refund is named only by the charge's cumulative
 # position: no `refunds` list from 2022-11-15, `refund.created` from 2024-10-28.
 _UNNAMED_REFUNDS = ("2022-11-15", "2024-10-28")
@@ -204,7 +203,7 @@ class Position:
 
 
 def _before_basil(event: Event) -> bool:
-    return event.api_version is not None and event.api_version[:10] < _BASIL
+    return event.api_version is not None and event.api_version[:10] < BASIL
 
 
 def _captured(charge: Json) -> int | None:

@@ -18,6 +18,10 @@ is applied, with one warning per version in each process and a count in
 of a version older than the range (or of none) is: re-synced (the object
 fetched again in the pinned STRIPE_API_VERSION, thin.resync_later) when the
 API is configured, else answered 500 and recorded, so Stripe retries.
+
+At any version, an object that lacks a link its handler needs at that
+version (declared.Need: an invoice's subscription, which basil moved) is
+refused the same way, never applied without it.
 """
 
 from __future__ import annotations
@@ -67,15 +71,24 @@ class Admission:
             return None  # ids only: the object is fetched, in the pinned version
         shape = self.registry.reads(NAME, event.type)
         version = event.api_version or ""
+        unmet = [] if shape is None else declared.unmet(shape, event)
         if self.supported[0] <= version[:10] <= self.supported[1]:
             if shape is not None:
                 declared.check(shape, event)
+            readable = True
+        else:
+            readable = (
+                self._newer(version) and shape is not None and not declared.problems(shape, event.object)
+            )
+        if readable and not unmet:
+            if version[:10] > self.supported[1]:
+                _applied_newer(version, self.supported[1], event)
             return None
-        if self._newer(version) and shape is not None and not declared.problems(shape, event.object):
-            _applied_newer(version, self.supported[1], event)
-            return None
+        # Never applied without a link its handler needs: re-synced, or refused and retried.
         if self.api_configured:
             return resync_later
+        if readable:
+            raise UnsupportedApiVersion("; ".join(unmet))
         named = version if _VERSION.fullmatch(version) else "missing or not a version name"
         raise UnsupportedApiVersion(
             f"api_version {named} is outside {self.supported[0]}..{self.supported[1]}"
