@@ -397,10 +397,10 @@ class Settings:
     order_marker_key: str = "order_id"
     # The API versions whose payload shapes the handlers know, as inclusive
     # dates: pre-basil (charges' refund lists, `invoice` on PaymentIntents)
-    # through the installed stripe library's. An event of a newer version is
+    # through the installed stripe library's. An event of a version outside it is
     # applied if its object has the declared shape (domains/stripe/versions.py);
-    # one of an older version, or a newer one of another shape, is refused.
-    stripe_api_versions: tuple[str, str] = ("2020-08-27", STRIPE_LIBRARY_API_VERSION[:10])
+    # one of another shape, or of no version, is refused.
+    stripe_api_versions: tuple[str, str] = ("2019-12-03", STRIPE_LIBRARY_API_VERSION[:10])
     # Outbox worker: where side effects are POSTed and how failures are retried.
     outbox_url: str | None = None
     outbox_max_attempts: int = 8
