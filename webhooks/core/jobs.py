@@ -26,14 +26,16 @@ from typing import Any, Protocol
 import jsonschema_rs
 
 from webhooks.infra.config import Settings
+from webhooks.infra.errors import PublicError
 
 from .events import Event
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
 
-class InvalidJob(Exception):
-    """A job that breaks its kind's schema; the text names the field and the rule, never a value."""
+class InvalidJob(PublicError):
+    """A job that breaks its kind's schema; the text names the field and the rule, never a value,
+    so it is shown where the failure is recorded (events show, /admin)."""
 
 
 class JobFailed(RuntimeError):

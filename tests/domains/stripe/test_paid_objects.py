@@ -158,8 +158,8 @@ def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuin
     assert response.status_code == 500, response.get_json()
     assert _state(db) == NOTHING_MOVED
     assert count_rows(db, "webhook_events") == 0
-    [(error_class,)] = db.execute("SELECT error_class FROM webhook_failures").fetchall()
-    assert error_class == "InvalidJob"
+    failures = db.execute("SELECT error_class, error_message FROM webhook_failures").fetchall()
+    assert failures == [("InvalidJob", "order.fulfilled job: field amount breaks its schema's 'type'")]
 
 
 def _funds(db) -> tuple:
