@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from webhooks.core import history, ingest
-from webhooks.core.events import Event, InvalidEvent
-from webhooks.core.registry import Registry
+from webhooks.core.events import Event, InvalidEvent, InvalidFields
+from webhooks.core.registry import HandlerMistake, Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
 from webhooks.domains import stripe as stripe_domain
@@ -56,9 +56,12 @@ def handlers(settings: Settings) -> Registry:
             module = importlib.import_module(name)
         except (ImportError, SyntaxError) as exc:
             raise SettingError(f"WEBHOOK_HANDLER_MODULES: cannot import {name}: {exc}") from None
-        registry.include(module)
-        if callable(getattr(module, "register", None)):
-            module.register(registry, settings)
+        try:
+            registry.include(module)
+            if callable(getattr(module, "register", None)):
+                module.register(registry, settings)
+        except HandlerMistake as exc:
+            raise SettingError(f"WEBHOOK_HANDLER_MODULES: {name}: {exc}") from None
     return registry
 
 
@@ -71,32 +74,41 @@ class Service:
     registry: Registry
     pool: LazyPool
 
-    def accept(self, provider: str, event: Event, settled: str | None = None) -> ingest.Answer:
+    def accept(
+        self, provider: str, event: Event, settled: str | None = None, rejudge: bool = False
+    ) -> ingest.Answer:
         """An admitted event taken into the ledger, and its answer (core/ingest.py).
 
         `settled` is the outcome word its admission settled it with, if any:
-        its claim is completed with that word and no handler runs.
+        its claim is completed with that word and no handler runs. `rejudge`:
+        a stored refusal (422) is judged again (ingest.accept).
         """
-        return ingest.accept(self.pool.get(), self.registry, provider, event, settled)
+        return ingest.accept(self.pool.get(), self.registry, provider, event, settled, rejudge)
 
-    def admit_and_accept(self, provider: str, event: Event) -> ingest.Answer:
+    def admit_and_accept(self, provider: str, event: Event, rejudge: bool = False) -> ingest.Answer:
         """An event that came some other way than a delivery (reprocess, backfill), admitted as a delivery is.
 
-        Its provider's refusal is its answer (400, nothing written).
+        Its provider's refusal is its answer (400, recorded as a failure).
         """
         try:
             settled = self.providers[provider].admit(event, self.settings)
         except InvalidEvent as exc:
-            return ingest.invalid_event(exc)
-        return self.accept(provider, event, settled)
+            return self.refuse(provider, event, exc)
+        return self.accept(provider, event, settled, rejudge)
+
+    def refuse(self, provider: str, event: Event, exc: InvalidEvent) -> ingest.Answer:
+        """A parsed event's refusal (400), recorded as a failure that `events list` and /admin show."""
+        return ingest.refuse_invalid(self.pool.get(), self.registry, provider, event, exc)
 
     def reprocess(self, provider: str, event_id: str, allow_ignored: bool = False) -> ingest.Answer:
         """Admit and accept an event's stored body again, as a delivery of it is (`events reprocess`, /admin).
 
         The very claim a delivery takes, so a completed event only replays
-        its stored answer. No signature check: the body was verified when it
-        was first received, and only someone with the database or the admin
-        token can ask for this. Raises `NotReprocessed` when there is nothing
+        its stored answer, but for a stored refusal for good (422), which
+        is judged again by this process's rules through its own row. No
+        signature check: the body was verified when it was first received,
+        and only someone with the database or the admin token can ask for
+        this. Raises `NotReprocessed` when there is nothing
         to run, or when running it here would close it wrongly (`refused`).
         """
         with db.connection(self.pool.get()) as conn:
@@ -110,7 +122,9 @@ class Service:
             event = stored_event(self.providers, detail)
         except InvalidEvent as exc:
             raise NotReprocessed(f"stored payload of {event_id} is not an event: {exc}") from None
-        return self.admit_and_accept(provider, event)
+        # A stored refusal for good is judged again by this process's rules
+        # (after an upgrade), through its own ledger row; nothing is deleted.
+        return self.admit_and_accept(provider, event, rejudge=detail.response_status == InvalidFields.status)
 
     def reprocess_each(
         self, targets: Iterable[tuple[str, str]], allow_ignored: bool = False

@@ -9,9 +9,15 @@ commands, the worker) includes that module after the built-in domains
 handler everywhere alike.
 
 A handler's error is recorded and logged by its class and where it was
-raised; its text is shown only when its class is a PublicError, whose text
-names a field or a rule and never a value from the payload (a customer's
-email in an error would reach `webhook_failures`, /admin and the logs).
+raised; its text is shown (in `events show`, its `--json` and /admin) only
+when its class is a PublicError, whose text names a field or a rule and
+never a value from the payload (a customer's email in an error would reach
+`webhook_failures`, /admin and the logs).
+
+A registration that could never run is refused when the process starts, in
+one line naming WEBHOOK_HANDLER_MODULES' module: a handler that is not
+callable, a Stripe type Stripe's spec does not list (with the nearest one),
+and `registry.handler(...)` of a type nothing handles.
 """
 
 from __future__ import annotations
@@ -50,7 +56,15 @@ __all__ = [
 
 
 def handles(
-    *event_types: str, provider: str = STRIPE, one_statement: OneStatementPlan | None = None
+    *event_types: str,
+    provider: str = STRIPE,
+    one_statement: OneStatementPlan | None = None,
+    unlisted: bool = False,
 ) -> Callable[[Handler], Handler]:
-    """Mark a handler of `event_types` (Stripe's unless `provider` says another sender's)."""
-    return _handles(*event_types, provider=provider, one_statement=one_statement)
+    """Mark a handler of `event_types` (Stripe's unless `provider` says another sender's).
+
+    A Stripe type must be one Stripe's spec lists (a typo is refused at
+    start, with the nearest type); `unlisted=True` takes one it does not on
+    purpose (a test's own type).
+    """
+    return _handles(*event_types, provider=provider, one_statement=one_statement, unlisted=unlisted)

@@ -89,11 +89,14 @@ def test_an_event_it_must_not_run_is_named_and_the_rest_still_run(reprocess, cli
 @pytest.mark.parametrize(
     "argv, said",
     [
-        ((), "error: give an event id, or --status failed to reprocess every failed event"),
-        (("evt_1", "--dry-run"), "error: give an event id, or --status failed with its filters, not both"),
+        ((), "error: give an event id, or --status failed (or refused) to reprocess every such event"),
+        (
+            ("evt_1", "--dry-run"),
+            "error: give an event id, or --status failed (or refused) with its filters, not both",
+        ),
         (
             ("evt_1", "--status", "failed"),
-            "error: give an event id, or --status failed with its filters, not both",
+            "error: give an event id, or --status failed (or refused) with its filters, not both",
         ),
     ],
 )

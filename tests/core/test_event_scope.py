@@ -13,11 +13,19 @@ from webhooks.infra.config import Settings
 from webhooks.traffic import samples
 
 NOTHING = {"webhook_events": 0, "webhook_failures": 0, "fulfilments": 0}
+# A signed, parsed event refused: nothing claimed, its refusal recorded with the reason.
+REFUSED = {**NOTHING, "webhook_failures": 1}
+
+
+def _refusal(db) -> tuple[str, str]:
+    return db.execute("SELECT error_class, error_message FROM webhook_failures").fetchone()
+
+
 THIN = "v1.billing.meter.error_report_triggered"
 
 
 @pytest.mark.parametrize("mode, livemode", [("live", False), ("test", True), ("live", None), ("test", None)])
-def test_event_from_the_other_mode_is_refused_and_writes_nothing(make_app, db, mode, livemode):
+def test_event_from_the_other_mode_is_refused_and_recorded_with_its_reason(make_app, db, mode, livemode):
     client = make_app(STRIPE_MODE=mode).test_client()
     evt = fixture("payment_intent.succeeded")
     if livemode is None:
@@ -27,7 +35,9 @@ def test_event_from_the_other_mode_is_refused_and_writes_nothing(make_app, db, m
     response = post_event(client, evt)
     assert response.status_code == 400
     assert response.get_json()["error"] == "livemode_mismatch"
-    assert table_counts(db) == NOTHING
+    assert table_counts(db) == REFUSED
+    error_class, reason = _refusal(db)
+    assert error_class == "LivemodeMismatch" and f"service runs in {mode} mode" in reason
     assert business_state(db)["payments"] == []
 
 
@@ -59,7 +69,7 @@ def test_a_connected_accounts_event_of_the_other_mode_is_answered_200_and_only_r
 def test_thin_event_of_the_other_mode_is_refused(make_app, db):
     client = make_app(STRIPE_MODE="live").test_client()
     assert post_event(client, fixture_bytes(THIN)).get_json()["error"] == "livemode_mismatch"
-    assert table_counts(db) == NOTHING
+    assert table_counts(db) == REFUSED
 
 
 def test_stripe_mode_defaults_to_test_and_rejects_unknown_values():
@@ -139,4 +149,5 @@ def test_state_changing_event_without_a_created_time_is_refused(client, db):
     evt = samples.payment_events()[1]
     del evt["created"]
     assert post_event(client, evt).status_code == 400
-    assert table_counts(db) == NOTHING
+    assert table_counts(db) == REFUSED
+    assert _refusal(db) == ("InvalidEvent", "event has no valid created time")

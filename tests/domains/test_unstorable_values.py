@@ -83,3 +83,22 @@ def test_a_shopify_order_whose_name_and_items_postgres_cannot_store_still_ships_
     assert payload == body.decode()
     [job] = shopify_jobs(db, "shopify.order.fulfilled")
     assert (job["name"], job["line_items"][0]["sku"]) == ("#1001\ufffd", "TEA\ufffd")
+
+
+@pytest.mark.parametrize("field", ["id", "quantity"])
+@pytest.mark.parametrize("value", ["nan", "infinity"])
+def test_a_shopify_order_whose_line_item_number_is_not_whole_gets_a_stored_422(shopify, db, field, value):
+    """Like Stripe's poison values: refused for good, recorded, replayed; never a 500 retried until
+    Shopify removes the subscription."""
+    paid = order()
+    paid["line_items"][0][field] = UNSTORABLE[value][0]
+    body = json.dumps(paid).encode()
+    first = post(shopify, "orders/paid", body, event_id="poison-1")
+    assert first.status_code == 422
+    assert first.get_json()["error"] == "invalid_fields"
+    assert first.get_json()["detail"] == f"line_items[0].{field}: not a whole number"
+    again = post(shopify, "orders/paid", body, event_id="poison-1")
+    assert (again.status_code, again.headers["Idempotent-Replayed"]) == (422, "true")
+    assert count_rows(db, "shopify_fulfilments") == 0 and count_rows(db, "shopify_orders") == 0
+    assert shopify_jobs(db, "shopify.order.fulfilled") == []
+    assert db.execute("SELECT error_class FROM webhook_failures").fetchall() == [("InvalidFields",)]

@@ -52,7 +52,7 @@ def _hold(conn: psycopg.Connection, script: dict) -> None:
         conn.execute("SELECT pg_sleep(%s)", [float(script["statement_s"])])
 
 
-@fulfilment.handles("test.scripted")
+@fulfilment.handles("test.scripted", unlisted=True)
 def scripted(conn: psycopg.Connection, event) -> str:
     script = event.object
     _hold(conn, script)

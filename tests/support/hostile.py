@@ -200,6 +200,7 @@ CATALOGUE = [
         _event_with("livemode", True),
         status=400,
         error="livemode_mismatch",
+        writes={"webhook_failures": 1},  # signed and parsed: its refusal is recorded
     ),
     Case("signed event id of 1000 characters", _event_with("id", "evt_" + "a" * 996), **BAD_EVENT),
     Case(

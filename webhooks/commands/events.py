@@ -66,7 +66,7 @@ def _reprocess(args: argparse.Namespace) -> int:
     if args.event_id is None:
         return _reprocess_failed(args)
     if args.status or args.since or args.type or args.dry_run:
-        raise CommandError("give an event id, or --status failed with its filters, not both")
+        raise CommandError("give an event id, or --status failed (or refused) with its filters, not both")
     service = bootstrap.build(min_size=1, max_size=1)
     try:
         answer = service.reprocess(args.provider or stripe.NAME, args.event_id, args.allow_ignored)
@@ -81,15 +81,17 @@ def _reprocess(args: argparse.Namespace) -> int:
 
 
 def _reprocess_failed(args: argparse.Namespace) -> int:
-    """The failed events the filter selects (history.to_reprocess, as /admin's), oldest first."""
-    if args.status != "failed":
-        raise CommandError("give an event id, or --status failed to reprocess every failed event")
+    """The failed (or refused) events the filter selects (history.to_reprocess, as /admin's), oldest first."""
+    if args.status not in ("failed", "refused"):
+        raise CommandError("give an event id, or --status failed (or refused) to reprocess every such event")
     service = bootstrap.build(min_size=1, max_size=1)
     try:
         with connect(service.settings) as conn:
-            selected = history.to_reprocess(conn, args.since, args.type, args.provider)
+            selected = history.to_reprocess(
+                conn, args.since, args.type, args.provider, refused=args.status == "refused"
+            )
         if args.dry_run:
-            print(f"would reprocess {len(selected)} failed event(s)")
+            print(f"would reprocess {len(selected)} {args.status} event(s)")
             for row in selected:
                 print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
             return 0
@@ -102,7 +104,7 @@ def _reprocess_failed(args: argparse.Namespace) -> int:
             ran, completed = ran + 1, completed + result.completed
     finally:
         service.close()
-    print(f"reprocessed {ran} failed event(s): {completed} completed, {ran - completed} not")
+    print(f"reprocessed {ran} {args.status} event(s): {completed} completed, {ran - completed} not")
     return 0 if completed == ran else 1
 
 
@@ -132,7 +134,8 @@ def register(commands) -> None:
 
     again = actions.add_parser(
         "reprocess",
-        help="re-run an event from its stored payload through the claim, or every failed one selected",
+        help="re-run an event from its stored payload through the claim (a stored refusal is judged "
+        "again), or every failed or refused one selected",
     )
     again.add_argument("event_id", metavar="EVT_ID", nargs="?")
     again.add_argument(
@@ -140,7 +143,11 @@ def register(commands) -> None:
         choices=_PROVIDERS,
         help="the event's provider (default stripe); with --status, a filter",
     )
-    again.add_argument("--status", choices=("failed",), help="every failed event the filters select")
+    again.add_argument(
+        "--status",
+        choices=("failed", "refused"),
+        help="every failed event the filters select; `refused`: every stored refusal (422), judged again",
+    )
     again.add_argument("--type", help="with --status: only events of this type")
     again.add_argument("--since", type=durations.instant, help="with --status: received since (1h, 7d, ISO)")
     again.add_argument(

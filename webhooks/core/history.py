@@ -127,14 +127,16 @@ def to_reprocess(
     since: datetime | None = None,
     event_type: str | None = None,
     provider: str | None = None,
+    refused: bool = False,
 ) -> list[EventSummary]:
     """The failed events a bulk reprocess re-runs (`events reprocess --status failed`, /admin), oldest first.
 
-    Only those whose claim never completed: one refused for good (a 4xx,
-    its ledger row written) would only replay its stored answer.
+    Only those whose claim never completed; with `refused`, only those
+    refused for good instead (a 4xx, its ledger row written), which a
+    reprocess judges again (`events reprocess --status refused`).
     """
     rows = events(conn, "failed", event_type, since, None, provider)
-    return [row for row in reversed(rows) if row.outcome is None]
+    return [row for row in reversed(rows) if (row.outcome is not None) == refused]
 
 
 def readable(payload: str | None) -> str | None:

@@ -55,15 +55,29 @@ def json_body(**fields: Any) -> str:
 IN_PROGRESS = Answer(409, json_body(error="delivery_in_progress"), "in_progress")
 
 
-def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled: str | None = None) -> Answer:
+def accept(
+    pool: Pool,
+    registry: Registry,
+    provider: str,
+    event: Event,
+    settled: str | None = None,
+    rejudge: bool = False,
+) -> Answer:
     """Accept an admitted event: its claim, its plan, its answer (every delivery, backfill, reprocess, fetch).
 
     `settled` is the outcome word its provider's admission settled it with,
     if any: the event is claimed completed with it and no handler runs.
+    `rejudge` (reprocess of a stored refusal, after an upgrade): a stored
+    422 is judged again by this process's rules, through its own row
+    (`Rejudged`); refused again, the stored 422 stays and is replayed.
     """
     try:
         try:
             plan = Settled(settled) if settled is not None else registry.plan(provider, event)
+            if rejudge:
+                return _answer(
+                    pool, provider, event, Rejudged(_as_transaction(registry, provider, event, plan))
+                )
             return _answer(pool, provider, event, plan)
         except InvalidFields as exc:
             # Refused for good, whatever a handler had begun rolled back.
@@ -72,7 +86,7 @@ def accept(pool: Pool, registry: Registry, provider: str, event: Event, settled:
     except errors.LockNotAvailable:
         return IN_PROGRESS
     except InvalidEvent as exc:
-        return invalid_event(exc)
+        return refuse_invalid(pool, registry, provider, event, exc)
     except Unprocessable as exc:
         return refuse(pool, registry, provider, event, exc)
     except Exception as exc:
@@ -86,10 +100,30 @@ def invalid_event(exc: InvalidEvent) -> Answer:
     return Answer(400, json_body(error=exc.error, detail=str(exc)), "invalid")
 
 
+def refuse_invalid(pool: Pool, registry: Registry, provider: str, event: Event, exc: InvalidEvent) -> Answer:
+    """A signed, parsed event refused as unusable (400), recorded as a failure: never without a trace."""
+    _record_failure(pool, registry, provider, event, exc)
+    return invalid_event(exc)
+
+
 def refuse(pool: Pool, registry: Registry, provider: str, event: Event, exc: Unprocessable) -> Answer:
     """A 500 recorded as a failure, claiming nothing: the provider retries, and an operator sees it."""
     _record_failure(pool, registry, provider, event, exc)
     return Answer(500, json_body(error=exc.error, detail=str(exc)), exc.error)
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """A stored refusal's row taken back as the claim (ledger.reopen), then this plan, in one transaction."""
+
+    plan: Settled | InTransaction
+
+
+def _as_transaction(registry: Registry, provider: str, event: Event, plan: Plan) -> Settled | InTransaction:
+    """The plan as a transaction: a one-statement plan claims a new row, so its handler runs instead."""
+    if isinstance(plan, InOneStatement):
+        return InTransaction(registry.handler(provider, event.type))
+    return plan
 
 
 @dataclass(frozen=True)
@@ -100,7 +134,7 @@ class Rejected:
     handler: str | None
 
 
-def _answer(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer:
+def _answer(pool: Pool, provider: str, event: Event, plan: Plan | Rejected | Rejudged) -> Answer:
     """The plan's answer, looking again while a claim that beat ours has none to replay."""
     conflict = None
     for _ in range(_ATTEMPTS):
@@ -121,13 +155,15 @@ def _answer(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> A
     return IN_PROGRESS
 
 
-def _attempt(pool: Pool, provider: str, event: Event, plan: Plan | Rejected) -> Answer | None:
+def _attempt(pool: Pool, provider: str, event: Event, plan: Plan | Rejected | Rejudged) -> Answer | None:
     """The answer, or None when the claim that beat ours left no answer to replay (look again)."""
     match plan:
         case Settled(outcome):
             return _settled(pool, provider, event, outcome)
         case Rejected(refusal, handler):
             return _rejected(pool, provider, event, refusal, handler)
+        case Rejudged(inner):
+            return _rejudged(pool, provider, event, inner)
         case InOneStatement(statement):
             return _in_one_statement(pool, provider, event, statement)
         case InTransaction(handler):
@@ -189,6 +225,31 @@ def _in_transaction(pool: Pool, provider: str, event: Event, handler: Handler) -
         outcome = handler(conn, event)
         stored = _stored(event, outcome)
         ledger.complete(conn, claim.ledger_id, outcome, stored)
+    return Answer(stored.status, stored.body, outcome)
+
+
+def _rejudged(pool: Pool, provider: str, event: Event, plan: Settled | InTransaction) -> Answer | None:
+    """BEGIN, the stored refusal's row reopened (or, with none, a claim), the plan, the completion, COMMIT.
+
+    Audited: the refusal's failure row stays, and a log line names the
+    event, the refusal it replaced and the outcome.
+    """
+    with db.connection(pool) as conn, db.transaction(conn):
+        reopened = ledger.reopen(conn, provider, event.id)
+        claim = ledger.Claim(reopened) if reopened is not None else ledger.claim(conn, provider, event)
+        if claim.ledger_id is None:
+            return _replayed(claim)
+        outcome = plan.outcome if isinstance(plan, Settled) else plan.handler(conn, event)
+        stored = _stored(event, outcome)
+        ledger.complete(conn, claim.ledger_id, outcome, stored)
+    if reopened is not None:
+        log.warning(
+            "stored_refusal_rejudged",
+            provider=provider,
+            event_id=event.id,
+            event_type=event.type,
+            outcome=outcome,
+        )
     return Answer(stored.status, stored.body, outcome)
 
 

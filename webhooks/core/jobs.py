@@ -29,12 +29,14 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from webhooks.infra.config import Settings
+from webhooks.infra.errors import PublicError
 
 from .events import Event
 
 
-class InvalidJob(Exception):
-    """A job that breaks its kind's model; the text names the field and the rule, never a value."""
+class InvalidJob(PublicError):
+    """A job that breaks its kind's model; the text names the field and the rule, never a value,
+    so it is shown where the failure is recorded (events show, /admin)."""
 
 
 class JobFailed(RuntimeError):

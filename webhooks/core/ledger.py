@@ -159,6 +159,31 @@ def _completion(completed: tuple[str, Stored] | None) -> dict[str, Any]:
     }
 
 
+# A stored refusal for good (a 422) taken back to `processing` under its row
+# lock, as a claim would be, so a redelivery meanwhile waits (409) and a
+# rollback leaves the refusal as it was; the outbox jobs the re-judging
+# enqueues name the event, as a claim's do (webhooks_claim, ledger.sql).
+_REOPEN = """
+WITH reopened AS (
+    UPDATE webhook_events
+    SET status = 'processing', outcome = NULL, response_status = NULL, response_body = NULL,
+        completed_at = NULL
+    WHERE provider = %(provider)s AND event_id = %(event_id)s
+      AND status = 'completed' AND response_status = 422
+    RETURNING id
+)
+SELECT id, set_config('webhooks.event_provider', %(provider)s, true),
+       set_config('webhooks.event_id', %(event_id)s, true)
+FROM reopened
+"""
+
+
+def reopen(conn: psycopg.Connection, provider: str, event_id: str) -> int | None:
+    """Take the event's stored refusal (422) back as this transaction's claim: its ledger id, or None."""
+    row = db.cursor(conn).execute(_REOPEN, {"provider": provider, "event_id": event_id}).fetchone()
+    return None if row is None else row[0]
+
+
 def complete(conn: psycopg.Connection, ledger_id: int, outcome: str, stored: Stored) -> None:
     db.cursor(conn).execute(
         _COMPLETE,

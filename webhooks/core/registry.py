@@ -24,6 +24,7 @@ the worker and the web edge read it without importing any domain.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -65,6 +66,10 @@ Guard = Callable[[Event], "Handler | None"]
 _MARKS = "__webhooks_handles__"
 
 
+class HandlerMistake(ValueError):
+    """A registration that would close events wrongly, refused before anything is served; one line."""
+
+
 # How an admitted event is accepted: one of the three shapes `core.ingest` knows.
 
 
@@ -97,12 +102,16 @@ def handles(
     provider: str | None = None,
     one_statement: OneStatementPlan | None = None,
     reads: type | None = None,
+    unlisted: bool = False,
 ) -> Callable[[Handler], Handler]:
-    """Mark a handler of `event_types` for `Registry.include` (which names the provider if this does not)."""
+    """Mark a handler of `event_types` for `Registry.include` (which names the provider if this does not).
+
+    `unlisted`: the types are on purpose not in the provider's list (`Registry.vocabulary`).
+    """
 
     def mark(handler: Handler) -> Handler:
         marks = getattr(handler, _MARKS, ())
-        setattr(handler, _MARKS, (*marks, (provider, event_types, one_statement, reads)))
+        setattr(handler, _MARKS, (*marks, (provider, event_types, one_statement, reads, unlisted)))
         return handler
 
     return mark
@@ -127,6 +136,11 @@ class Registry:
         self._metrics: list[Collector] = []
         self._periodic: list[Periodic] = []
         self._personal: set[str] = set()
+        self._vocabulary: dict[str, frozenset[str]] = {}
+
+    def vocabulary(self, provider: str, event_types: frozenset[str]) -> None:
+        """The event types `provider` documents: a handler added for another is refused (`unlisted` aside)."""
+        self._vocabulary[provider] = event_types
 
     def add(
         self,
@@ -135,7 +149,23 @@ class Registry:
         handler: Handler,
         one_statement: OneStatementPlan | None = None,
         reads: type | None = None,
+        unlisted: bool = False,
     ) -> None:
+        """Run `handler` for `provider`'s events of `event_types`; HandlerMistake if it never could.
+
+        A handler that is not callable would leave every event of its types
+        to fail; a type the provider's list does not have (a typo) is never
+        sent, so the type meant would be left to whatever ran before.
+        """
+        event_types = [event_types] if isinstance(event_types, str) else list(event_types)
+        if not callable(handler):
+            what = type(handler).__name__
+            raise HandlerMistake(
+                f"the handler of {provider} {', '.join(event_types)} is {what}, not a function"
+            )
+        if not unlisted:
+            for event_type in event_types:
+                self._check_listed(provider, event_type)
         for event_type in event_types:
             self._handlers[provider, event_type] = handler
             self._statements.pop((provider, event_type), None)
@@ -157,11 +187,19 @@ class Registry:
             for value in vars(module).values():
                 if getattr(value, "__module__", None) != module.__name__:
                     continue  # imported from elsewhere: its own module is included for it
-                for marked, event_types, one_statement, reads in getattr(value, _MARKS, ()):
+                for marked, event_types, one_statement, reads, unlisted in getattr(value, _MARKS, ()):
                     sender = marked or provider
                     if sender is None:
-                        raise ValueError(f"{name_of(value)} names no provider")
-                    self.add(sender, event_types, value, one_statement, reads)
+                        raise HandlerMistake(f"{name_of(value)} names no provider")
+                    self.add(sender, event_types, value, one_statement, reads, unlisted)
+
+    def _check_listed(self, provider: str, event_type: str) -> None:
+        listed = self._vocabulary.get(provider)
+        if listed is None or event_type in listed:
+            return
+        near = difflib.get_close_matches(event_type, listed, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise HandlerMistake(f"{provider} sends no event type {event_type!r}{hint}")
 
     def bring(self, parts: Parts) -> None:
         """Add a module's outcome words, job kinds, metrics and personal fields; a kind added again wins."""
@@ -202,8 +240,13 @@ class Registry:
         """A check every handled event of `provider` passes before its handler runs."""
         self._guards[provider] = rule
 
-    def handler(self, provider: str, event_type: str) -> Handler | None:
-        return self._handlers.get((provider, event_type))
+    def handler(self, provider: str, event_type: str) -> Handler:
+        """The handler this process runs for the type (to wrap it); HandlerMistake if none is added."""
+        handler = self._handlers.get((provider, event_type))
+        if handler is None:
+            self._check_listed(provider, event_type)
+            raise HandlerMistake(f"no handler of {provider} {event_type!r} to look up: none is added")
+        return handler
 
     def reads(self, provider: str, event_type: str) -> type | None:
         """The declared shape of the object the type's events carry, if its handler named one."""

@@ -270,13 +270,13 @@ class Settings(_FromEnv):
     """the PaymentIntent metadata key that makes a payment outside Checkout a one-off order (see [Which
     payments ship](events.md#which-payments-ship))"""
     stripe_api_versions: Annotated[tuple[str, str], rule(_version_range)] = setting(
-        "STRIPE_API_VERSIONS", ("2020-08-27", STRIPE_LIBRARY_API_VERSION[:10])
+        "STRIPE_API_VERSIONS", ("2019-12-03", STRIPE_LIBRARY_API_VERSION[:10])
     )
     """`OLDEST..NEWEST` (inclusive dates; `2025-03-31.basil` counts as `2025-03-31`): the API versions
     whose payload shapes the handlers know; the default ends at the version the pinned `stripe` library
-    sends (see [API versions](events.md#api-versions-and-payload-shapes)). A handled event of a newer
-    version is applied if its object has the declared shape (logged once per version, counted in
-    `/metrics`); one of an older version, of none, or newer and of another shape gets 500
+    sends (see [API versions](events.md#api-versions-and-payload-shapes)). A handled event of a version
+    outside it, newer or older, is applied if its object has the declared shape (logged once per
+    version, counted in `/metrics`); one of none, or outside it and of another shape, gets 500
     `unsupported_api_version` (or `resync_queued` with `STRIPE_API_KEY`) and is retried by Stripe"""
     outbox_url: Annotated[str | None, rule(_http_url)] = setting(
         "WEBHOOK_OUTBOX_URL", None, shown="none (the worker refuses to start)"
@@ -317,7 +317,8 @@ class Settings(_FromEnv):
     stripe_api_key: Annotated[str | None, rule(_api_key)] = setting(
         "STRIPE_API_KEY",
         None,
-        shown="none (`backfill`, `reconcile` and the thin-event fetch refuse)",
+        shown="none (`backfill`, `reconcile`, the thin-event fetch and the fetch of a charge's refunds at API "
+        "versions 2022-11-15 to 2024-10-28.acacia refuse: those jobs fail and are retried)",
         secret=True,
     )
     """a restricted key with read access to events, payment intents, checkout sessions, charges, refunds,

@@ -19,6 +19,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import stripe
 
@@ -37,6 +38,12 @@ from webhooks.infra.config import Settings
 from .base import Headers, Outgoing, Provider
 
 NAME = "stripe"  # in URLs, the ledger and the registry
+# Every event type Stripe's spec lists, snapshot and thin (.ci/stripe-event-types writes it).
+EVENT_TYPES = frozenset(
+    line
+    for line in (Path(__file__).with_name("stripe_event_types.txt")).read_text().splitlines()
+    if line and not line.startswith("#")
+)
 # The outcome of a connected account's event of the other Stripe mode (mode_outcome).
 IGNORED_OTHER_MODE = "ignored_other_mode"
 SIGNATURE = "Stripe-Signature"

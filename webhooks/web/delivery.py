@@ -150,6 +150,9 @@ class Webhooks:
         except InvalidSignature as exc:
             return refused(provider.invalid_signature_status, "invalid_signature", str(exc))
         except InvalidEvent as exc:
+            if event is not None:
+                # Signed and parsed, then refused by its admission: recorded, never without a trace.
+                self._service.refuse(provider.name, event, exc)
             return refused(400, exc.error, str(exc), event)
         refusal = self._schema.refusal()
         if refusal:

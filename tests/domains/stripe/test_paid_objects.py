@@ -158,8 +158,8 @@ def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuin
     assert response.status_code == 500, response.get_json()
     assert _state(db) == NOTHING_MOVED
     assert count_rows(db, "webhook_events") == 0
-    [(error_class,)] = db.execute("SELECT error_class FROM webhook_failures").fetchall()
-    assert error_class == "InvalidJob"
+    failures = db.execute("SELECT error_class, error_message FROM webhook_failures").fetchall()
+    assert failures == [("InvalidJob", "order.fulfilled job: field amount breaks its schema's 'type'")]
 
 
 def _funds(db) -> tuple:
@@ -185,3 +185,19 @@ def test_a_disputes_funds_are_what_its_balance_transactions_say_not_its_events_t
     listed.update(id=samples.stripe_id("evt"), type="charge.dispute.updated")
     assert deliver(client, [listed]) == ["dispute_open"]
     assert _funds(db) == (True, False)
+
+
+def test_a_free_session_without_a_currency_ships_with_a_null_currency(client, db):
+    """A session with nothing to pay can carry `currency: null` (Stripe's Checkout Session
+    object: `currency` is nullable, https://docs.stripe.com/api/checkout/sessions/object)."""
+    evt = _session(
+        "checkout.session.completed",
+        payment_status="no_payment_required",
+        amount_total=0,
+        amount_subtotal=0,
+        currency=None,
+    )
+    evt["data"]["object"]["payment_intent"] = None  # nothing to pay, no PaymentIntent
+    assert _answered_twice(client, evt)["outcome"] == "fulfilled"
+    [payload] = db.execute("SELECT convert_from(payload, 'UTF8')::jsonb FROM pgqueuer").fetchone()
+    assert (payload["kind"], payload["amount"], payload["currency"]) == ("order.fulfilled", 0, None)

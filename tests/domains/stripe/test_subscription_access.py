@@ -25,6 +25,7 @@ from tests.support.subscription_stories import (
     pre_basil,
     renewal,
 )
+from webhooks.core import history
 from webhooks.domains.stripe import access
 from webhooks.domains.stripe.access import ACCESS_CHANGED
 from webhooks.domains.stripe.subscriptions import TRIAL_ENDING_JOB
@@ -251,12 +252,26 @@ def test_the_grace_setting_reaches_the_view(make_app, db):
     assert db.execute("SELECT grace FROM subscription_access_settings").fetchone()[0].days == 1
 
 
-def test_a_status_stripe_does_not_document_is_refused_not_guessed(client, db):
+def test_a_status_stripe_does_not_document_is_refused_recorded_and_retried_not_guessed(client, db):
+    """As an unknown refund or dispute status is (docs/contract.md): 500 unknown_value, nothing
+    claimed, so Stripe retries, and the failure names the field for `events list` and /admin."""
     story = Story(START)
     evt = story.subscription("updated", START, "on_hold", START)
-    response = post_event(client, evt)
-    assert response.status_code == 400
+    for _ in range(2):
+        response = post_event(client, evt)
+        assert response.status_code == 500
+        assert response.get_json() == {
+            "error": "unknown_value",
+            "detail": "data.object.status: not a subscription status the access rules here know",
+        }
     assert count_rows(db, "subscriptions") == 0
+    assert count_rows(db, "webhook_events") == 0
+    assert db.execute("SELECT error_class, count(*) FROM webhook_failures GROUP BY 1").fetchall() == [
+        ("UnknownValue", 2)
+    ]
+    [listed] = history.events(db, status="failed")
+    assert (listed.event_id, listed.failures) == (evt["id"], 2)
+    assert "data.object.status" in listed.last_error
 
 
 def test_settings_not_written_when_the_database_is_down_do_not_stop_the_start():

@@ -212,8 +212,10 @@ def test_an_unsupported_api_version_with_the_api_configured_is_resynced_once(
     run_fetch, make_app, database_url, db, stand_in
 ):
     evt = samples.payment_events()[1]
-    evt["api_version"] = "2019-12-03"  # older than any the handlers read
-    stand_in.add("payment_intents", evt["data"]["object"])
+    stand_in.add("payment_intents", dict(evt["data"]["object"]))
+    # Older than the range, and of another shape: the handlers cannot read it.
+    evt["api_version"] = "2019-10-17"
+    del evt["data"]["object"]["amount_received"]
     client = make_app(**api_env(stand_in)).test_client()
 
     for _ in range(2):  # Stripe's redelivery replays the first answer
@@ -234,7 +236,7 @@ def test_an_unsupported_object_kind_cannot_be_resynced_and_is_refused(make_app, 
             "status": "canceled",
         },
     )
-    evt["api_version"] = "2019-12-03"  # older than any the handlers read
+    evt["api_version"] = "2019-10-17"  # older than the range, and not its object's shape
     response = post_event(make_app(**api_env(stand_in)).test_client(), evt)
     assert (response.status_code, response.headers["X-Outcome"]) == (500, "unsupported_api_version")
     assert count_rows(db, "pgqueuer") == 0

@@ -29,7 +29,7 @@ from psycopg.rows import class_row
 from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox, scope
-from webhooks.core.events import Event, InvalidEvent, Json
+from webhooks.core.events import Event, InvalidEvent, InvalidFields, Json
 from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, HELD
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
@@ -228,13 +228,30 @@ def enqueue(
     )
 
 
+# The line item fields the jobs carry that Shopify sends as whole numbers
+# (REST Order resource: line_items[].id, variant_id, quantity).
+_WHOLE = ("id", "variant_id", "quantity")
+
+
 def _line_items(order: Json) -> list[Json]:
+    """The order's line items as its jobs carry them.
+
+    A number there that is not whole (Python's json reads `NaN` and
+    `Infinity`) is not what Shopify sends and would fail the job's schema on
+    every retry: it is refused for good (InvalidFields, a stored 422 naming
+    the field, never its value), as Stripe's are.
+    """
     items = order.get("line_items")
-    return [
-        {k: item.get(k) for k in ("id", "variant_id", "sku", "quantity")}
-        for item in (items if isinstance(items, list) else [])
-        if isinstance(item, dict)
-    ]
+    lines = []
+    for n, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, dict):
+            continue
+        for field in _WHOLE:
+            value = item.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidFields(f"line_items[{n}].{field}: not a whole number")
+        lines.append({k: item.get(k) for k in ("id", "variant_id", "sku", "quantity")})
+    return lines
 
 
 def _enqueue_order(
@@ -259,6 +276,7 @@ def _enqueue_order(
 @handles("orders/paid")
 def order_paid(conn: psycopg.Connection, event: Event) -> str:
     order_id = require_id(event.data.get("id"), "order id")
+    _line_items(event.data)  # refused before any row is touched
     order = note(conn, event, order_id, event.data)
     mark(conn, order_id, "paid_at")
     if order.held_at is not None:

@@ -14,7 +14,7 @@ from functools import partial
 from webhooks.core.parts import Parts, Periodic
 from webhooks.core.registry import Registry
 from webhooks.infra.config import Settings
-from webhooks.providers.stripe import IGNORED_OTHER_MODE, NAME
+from webhooks.providers.stripe import EVENT_TYPES, IGNORED_OTHER_MODE, NAME
 
 from . import access, checkout, fetch, intents, objects, orders, scope, thin, versions
 from .orders import Orders
@@ -64,6 +64,7 @@ _SHARED = (orders, access, thin, fetch, scope, versions)
 
 def register(registry: Registry, settings: Settings) -> None:
     """Add the Stripe handlers and parts, and the rules for the Stripe events none of the handlers takes."""
+    registry.vocabulary(NAME, EVENT_TYPES)
     registry.include(*objects.MODULES, *_SHARED, provider=NAME)
     # The provider's admission settles a connected account's event of the other mode.
     registry.bring(Parts(outcomes=(IGNORED_OTHER_MODE,), personal=PERSONAL_FIELDS))

@@ -32,13 +32,16 @@ quotes a value, nor a metadata key.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as _ValidationError
 
 from webhooks.core.events import ID_PATTERN, Event, InvalidFields, Unprocessable
 
+# API 2025-03-31 (basil), which moved links the handlers read (docs/events.md).
+BASIL = "2025-03-31"
 # The largest integers PostgreSQL's bigint (amounts) and integer hold.
 _BIGINT = 2**63 - 1
 _INTEGER = 2**31 - 1
@@ -80,10 +83,30 @@ class UnknownValue(Unprocessable):
     error = "unknown_value"
 
 
+@dataclass(frozen=True)
+class Need:
+    """A link the handlers need, at the API versions from `since` up to (not including) `until`.
+
+    Present means the key is there at each step of `path`; a null on the way
+    is an object without the link (a one-off invoice has no subscription),
+    while a key that is not there is a shape the handlers do not read (the
+    link moved), so the event is refused as one of an unsupported version
+    (versions.Admission) rather than applied without it.
+    """
+
+    path: tuple[str, ...]
+    since: str = ""
+    until: str = "9999"
+
+
 class StripeObject(BaseModel):
-    """Fields a handler reads; any other field Stripe sends is ignored."""
+    """Fields a handler reads; any other field Stripe sends is ignored.
+
+    `NEEDS`: the links its handlers need, per API version (`Need`).
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+    NEEDS: ClassVar[tuple[Need, ...]] = ()
 
 
 class Expanded(StripeObject):
@@ -108,6 +131,26 @@ def problems(model: type[StripeObject], obj: Any) -> list[str]:
             found.setdefault(_path(error["loc"], names), error["msg"])
         return [f"{path}: {rule}" for path, rule in found.items()]
     return []
+
+
+def unmet(model: type[StripeObject], event: Event) -> list[str]:
+    """Each link `model` needs at the event's API version that its object lacks; [] if none."""
+    version = (event.api_version or "")[:10]
+    return [
+        f"data.object.{'.'.join(need.path)}: missing, and the handlers need it at {event.api_version}"
+        for need in model.NEEDS
+        if need.since <= version < need.until and not _present(event.object, need.path)
+    ]
+
+
+def _present(obj: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if obj is None:
+            return True  # the link is null: an object without one
+        if not isinstance(obj, dict) or key not in obj:
+            return False
+        obj = obj[key]
+    return True
 
 
 def check(model: type[StripeObject], event: Event) -> None:

@@ -29,7 +29,7 @@ from webhooks.core.outcomes import ALREADY_FULFILLED, FULFILLED, NOT_PAID, SUPER
 from webhooks.core.registry import handles
 
 from . import access
-from .declared import Amount, Count, Currency, Id, StripeObject, Timestamp, Word
+from .declared import BASIL, Amount, Count, Currency, Id, Need, StripeObject, Timestamp, Word
 from .lookups import Listing, Lookup, Rows
 from .orders import mark_invoice_payment
 from .payments import PAYMENT_FAILED
@@ -86,6 +86,15 @@ class Invoice(StripeObject):
     parent: _Parent | None = None  # basil and later
     subscription: Id | None = None  # before basil
     payment_intent: Id | None = None  # before basil
+
+    # The subscription link moved at basil (Stripe's changelog, "Invoicing
+    # resources now specify how they were generated",
+    # https://docs.stripe.com/changelog/basil/2025-03-31/adds-new-parent-field-to-invoicing-objects):
+    # without it a paid invoice would be fulfilled and grant no access.
+    NEEDS = (
+        Need(("subscription",), until=BASIL),
+        Need(("parent", "subscription_details", "subscription"), since=BASIL),
+    )
 
 
 # Ties (same second): a paid invoice stays paid.

@@ -53,8 +53,8 @@ class _Order(jobs.Job):
     """that event's type"""
     amount: jobs.Amount
     """in the currency's smallest unit"""
-    currency: jobs.Currency
-    """ISO currency code, lower case"""
+    currency: jobs.Currency | None
+    """ISO currency code, lower case; null for a free Checkout Session that names none"""
     session_id: str | None
     """the Checkout Session, when one named the payment by then"""
     client_reference_id: str | None

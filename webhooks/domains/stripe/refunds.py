@@ -9,7 +9,10 @@ further along than the stored one; the event's `created` never decides.
 `charge.refund.updated` carry the Refund; `charge.refunded` carries the
 Charge, whose `refunds` list is only sent on API versions before 2022-11-15
 (or when expanded), and whose `amount_refunded` is the charge's cumulative
-position, kept ordered by event time as before.
+position, kept ordered by event time as before. Between 2022-11-15 and
+2024-10-28.acacia nothing else names a card refund: when the position says
+more was refunded than the refunds known by id, the worker fetches the
+charge with its refunds (`_fetch_refunds`), so each is told once by its id.
 
 The payment's `amount_refunded` is recomputed from both after every change:
 the refunds that are not failed or canceled, or the charge's position less
@@ -47,8 +50,8 @@ from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 from webhooks.infra.db import one
 
-from . import scope
-from .declared import Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
+from . import fetch, scope
+from .declared import BASIL, Amount, Currency, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
 from .lookups import Listing, Lookup, Rows
 from .payments import note, payment_id_of
 
@@ -159,7 +162,9 @@ class Charge(StripeObject):
 
 _RANK = {"pending": 0, "requires_action": 1, "succeeded": 2, "failed": 3, "canceled": 3}
 _DEAD = 3
-_BASIL = "2025-03-31"
+# The versions at which a card refund is named only by the charge's cumulative
+# position: no `refunds` list from 2022-11-15, `refund.created` from 2024-10-28.
+_UNNAMED_REFUNDS = ("2022-11-15", "2024-10-28")
 
 _STORED = "SELECT status_rank, account FROM refunds WHERE refund_id = %s"
 
@@ -186,14 +191,18 @@ SET amount_captured = greatest(amount_captured, %(captured)s),
 WHERE payment_id = %(payment_id)s
 """
 
+# The charge's position leaves out what any event said was released: a
+# Refund that exists is in `amount_refunded` whichever version renders it
+# (a charge fetched again in the pinned version, fetch.py, included).
 _CHARGE_POSITION = """
 UPDATE payments
-SET charge_refunded = %(charge_refunded)s, refund_at = %(at)s,
+SET charge_refunded = greatest(%(amount_refunded)s - released, 0), refund_at = %(at)s,
     -- The payment's own events own its amount; the charge's only fills a gap.
     amount = coalesce(amount, %(amount)s), currency = coalesce(currency, %(currency)s),
     updated_at = now()
 WHERE payment_id = %(payment_id)s
-  AND (refund_at IS NULL OR (%(at)s, %(charge_refunded)s) >= (refund_at, charge_refunded))
+  AND (refund_at IS NULL
+       OR (%(at)s, greatest(%(amount_refunded)s - released, 0)) >= (refund_at, charge_refunded))
 RETURNING payment_id
 """
 
@@ -219,7 +228,8 @@ UPDATE payments p
 SET amount_refunded = greatest(r.alive, p.charge_refunded - r.dead), updated_at = now()
 FROM r
 WHERE p.payment_id = %(payment_id)s
-RETURNING p.amount_refunded, p.refunded, (SELECT refund_id FROM reversal)
+RETURNING p.amount_refunded, p.refunded, (SELECT refund_id FROM reversal),
+          p.charge_refunded - r.dead > r.alive
 """
 
 
@@ -231,10 +241,12 @@ class Position:
     fully_refunded: bool
     # The pre-basil Refund of the released, never captured part, if known.
     release: str | None
+    # The charge says more was refunded than the refunds known by id add up to.
+    unnamed: bool
 
 
 def _before_basil(event: Event) -> bool:
-    return event.api_version is not None and event.api_version[:10] < _BASIL
+    return event.api_version is not None and event.api_version[:10] < BASIL
 
 
 def _captured(charge: Json) -> int | None:
@@ -349,7 +361,7 @@ def charge_refunded(conn: psycopg.Connection, event: Event) -> str:
             "payment_id": payment_id,
             "amount": charge.get("amount"),
             "currency": charge.get("currency"),
-            "charge_refunded": max((charge.get("amount_refunded") or 0) - released, 0),
+            "amount_refunded": charge.get("amount_refunded") or 0,
             "at": require_created(event),
         },
     ).fetchone()
@@ -363,4 +375,29 @@ def charge_refunded(conn: psycopg.Connection, event: Event) -> str:
     for kind, refund in changes:
         if refund["id"] != position.release:
             _notify(conn, event, kind, payment_id, refund, position)
+    if moved and position.unnamed and _refunds_unnamed(event) and not isinstance(listed, dict):
+        _fetch_refunds(conn, event, charge)
     return _outcome(position) if moved or changes else SUPERSEDED
+
+
+def _refunds_unnamed(event: Event) -> bool:
+    version = (event.api_version or "")[:10]
+    return _UNNAMED_REFUNDS[0] <= version < _UNNAMED_REFUNDS[1]
+
+
+def _fetch_refunds(conn: psycopg.Connection, event: Event, charge: Json) -> None:
+    """Queue the fetch of the charge with its refunds listed, to apply as this event again.
+
+    From API 2022-11-15 a Charge no longer lists its refunds, and until
+    2024-10-28.acacia `refund.created` was not sent for a charge's refund:
+    `charge.refunded` then names only the cumulative amount, and Stripe's
+    changelog says the refund's id took "an extra API call"
+    (https://docs.stripe.com/changelog/acacia/2024-10-28/refund-webhook-update). The shop is
+    told of each refund by its id (`payment.refunded:<refund_id>`, as at
+    every other version), so the worker fetches the charge with `refunds`
+    expanded (fetch.py, never inside this transaction) and applies it as
+    `<event id>:fetched`; each refund is then recorded once, whichever of
+    the fetch, a redelivery or a later refund event names it first.
+    """
+    url = f"/v1/charges/{require_id(charge.get('id'), 'charge id')}?expand[]=refunds"
+    fetch.enqueue(conn, event, event.type, url, via="account")

@@ -19,13 +19,13 @@ import psycopg
 from pydantic import ConfigDict
 
 from webhooks.core import jobs, outbox
-from webhooks.core.events import Event, InvalidEvent, Json, id_of, require_created, require_id, timestamp
+from webhooks.core.events import Event, Json, id_of, require_created, require_id, timestamp
 from webhooks.core.outcomes import SUPERSEDED
 from webhooks.core.parts import Parts
 from webhooks.core.registry import handles
 
 from . import access
-from .declared import Count, Expandable, Flag, Id, StripeObject, Timestamp, Word
+from .declared import Count, Expandable, Flag, Id, StripeObject, Timestamp, UnknownValue, Word
 from .lookups import Lookup
 
 # The mirror took the event's snapshot; a trial's end was announced
@@ -154,9 +154,10 @@ def _snapshot(event: Event, final: bool) -> Json:
     subscription = event.object
     status = subscription.get("status")
     if status not in _STATUS_RANK:
-        # A status Stripe added later: refused (and retried by Stripe) rather
-        # than guessed at, so access is never decided on a word we do not know.
-        raise InvalidEvent("subscription has no known status")
+        # A status Stripe added later: refused, recorded and retried (as an
+        # unknown refund or dispute status is) rather than guessed at, so
+        # access is never decided on a word we do not know.
+        raise UnknownValue("data.object.status: not a subscription status the access rules here know")
     pause = subscription.get("pause_collection") or {}
     start, end = _periods(subscription)
     return {

@@ -55,7 +55,7 @@ def unhandled(registry: Registry, event: Event) -> Handler | str:
     if not thin(event):
         return IGNORED
     applies_as, url = snapshot_type(event.type), _url(event)
-    if applies_as is None or registry.handler(NAME, applies_as) is None or url is None:
+    if applies_as is None or registry.handler_name(NAME, applies_as) is None or url is None:
         return NOTIFIED
     return partial(fetch_later, applies_as=applies_as, url=url)
 
