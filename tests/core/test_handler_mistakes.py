@@ -34,8 +34,9 @@ def shop(tmp_path, monkeypatch):
     return write
 
 
-def _started(database_url: str, module: str) -> None:
-    env = conftest.service_env(database_url, WEBHOOK_HANDLER_MODULES=module)
+def _started(module: str) -> None:
+    """What every process does first with its settings (no database is reached)."""
+    env = conftest.service_env(conftest.LOCAL_SERVER, WEBHOOK_HANDLER_MODULES=module)
     bootstrap.handlers(Settings.from_env(env))
 
 
@@ -70,10 +71,10 @@ def register(registry, settings):
     ],
     ids=["not-callable", "type-typo", "lookup-typo", "lookup-unhandled"],
 )
-def test_a_handler_mistake_is_refused_at_start_naming_the_module(shop, database_url, source, line):
+def test_a_handler_mistake_is_refused_at_start_naming_the_module(shop, source, line):
     module = shop(source)
     with pytest.raises(SettingError) as refused:
-        _started(database_url, module)
+        _started(module)
     assert str(refused.value) == f"WEBHOOK_HANDLER_MODULES: {module}: {line}"
 
 
@@ -89,7 +90,7 @@ def test_serve_refuses_a_typo_in_one_line_before_anything_starts(shop, database_
     ]
 
 
-def test_a_type_stripe_does_not_list_is_taken_when_named_unlisted_and_a_listed_one_always(shop, database_url):
+def test_a_type_stripe_does_not_list_is_taken_when_named_unlisted_and_a_listed_one_always(shop):
     module = shop(
         """
         @fulfilment.handles("shop.own_type", unlisted=True)
@@ -101,7 +102,7 @@ def test_a_type_stripe_does_not_list_is_taken_when_named_unlisted_and_a_listed_o
             return "welcomed"
         """
     )
-    _started(database_url, module)
+    _started(module)
 
 
 def test_every_built_in_stripe_type_is_in_the_shipped_list():
@@ -110,7 +111,7 @@ def test_every_built_in_stripe_type_is_in_the_shipped_list():
     with pytest.raises(HandlerMistake, match="did you mean 'invoice.paid'"):
         registry.add(stripe.NAME, ["invoice.payed"], lambda conn, event: "x")
     # bootstrap's registry held every domain to the list: it built.
-    _ = bootstrap.handlers(Settings.from_env(conftest.service_env("postgresql://127.0.0.1/test")))
+    _ = bootstrap.handlers(Settings.from_env(conftest.service_env(conftest.LOCAL_SERVER)))
 
 
 def test_the_shipped_list_is_the_installed_stripe_librarys():

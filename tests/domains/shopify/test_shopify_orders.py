@@ -229,3 +229,15 @@ def test_a_pruned_event_redelivered_meets_the_unique_fulfilment_and_ships_nothin
     db.execute("DELETE FROM pgqueuer")  # the job was delivered
     assert _until_answered(shopify, "orders/paid", paid, "late") == "already_fulfilled"
     assert len(fulfilments(db)) == 1 and jobs(db) == []
+
+
+def test_a_signed_order_the_handler_refuses_is_recorded_with_its_reason(shopify, db):
+    """A refusal of a signed, parsed event is never without a trace (docs/contract.md)."""
+    paid = order()
+    paid["id"] = "not-a-number"
+    response = post(shopify, "orders/paid", paid, event_id="refused-1")
+    assert (response.status_code, response.get_json()["error"]) == (400, "invalid_event")
+    assert db.execute("SELECT event_id, error_class, error_message FROM webhook_failures").fetchall() == [
+        ("refused-1", "InvalidEvent", "payload has no valid order id")
+    ]
+    assert count_rows(db, "webhook_events") == 0 and count_rows(db, "shopify_orders") == 0
