@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import jsonschema_rs
 
 from webhooks.infra.config import Settings
+from webhooks.infra.db import LazyPool
 
 from .events import Event
 
@@ -49,6 +50,12 @@ class Answered(Protocol):
     @property
     def outcome(self) -> str: ...
 
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def replayed(self) -> bool: ...
+
 
 class Service(Protocol):
     """What the worker hands a job it performs: its process's settings, and the claim events go through."""
@@ -56,11 +63,17 @@ class Service(Protocol):
     @property
     def settings(self) -> Settings: ...
 
+    @property
+    def pool(self) -> LazyPool: ...
+
     def accept(self, provider: str, event: Event, settled: str | None = None) -> Answered: ...
 
 
 # A job the worker performs itself instead of POSTing it; raises JobFailed to be retried.
 Perform = Callable[[Service, bytes], object]
+# What the worker adds to a job's payload before it POSTs it (the line items
+# of an order, read from Stripe outside the claim); raises JobFailed to be retried.
+Complete = Callable[[Service, bytes], bytes]
 
 
 @dataclass(frozen=True)
@@ -68,17 +81,18 @@ class JobKind:
     """A kind of outbox job: its name (the job's `kind`), its schema, and who performs it.
 
     `perform` is None for a job POSTed to WEBHOOK_OUTBOX_URL, as all but
-    Stripe's fetch are.
+    Stripe's fetch are. `complete`, if any, runs before such a POST.
     """
 
     name: str
     schema: Path | None = None
     perform: Perform | None = None
+    complete: Complete | None = None
 
 
-def documented(name: str, perform: Perform | None = None) -> JobKind:
+def documented(name: str, perform: Perform | None = None, complete: Complete | None = None) -> JobKind:
     """A kind whose schema is published with the docs: `docs/schemas/<name>.json`."""
-    return JobKind(name, SCHEMAS / f"{name}.json", perform)
+    return JobKind(name, SCHEMAS / f"{name}.json", perform, complete)
 
 
 def schema(kind: JobKind) -> dict[str, Any]:

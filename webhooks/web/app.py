@@ -13,7 +13,7 @@ from webhooks.infra import db, migrate
 from webhooks.infra.config import Process, Settings
 from webhooks.infra.logs import configure as configure_logging
 
-from . import admin, delivery, metrics, startup
+from . import admin, checkout_return, delivery, metrics, startup
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     _probes(app, service)
     enabled = service.providers.enabled(settings)
     admin.install(app, settings.admin_token, service, enabled)
+    checkout_return.install(app, service)
     # The domains' metrics (Registry.metrics) beside the app's own.
     observe = metrics.Metrics(service.pool, settings.front_dir, service.registry.metrics())
     delivery.install(app, service, observe.delivery)

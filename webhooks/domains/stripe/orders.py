@@ -32,13 +32,14 @@ from webhooks.core.outcomes import FULFILLED, HELD
 from webhooks.core.parts import Parts
 from webhooks.infra.db import cursor, one, storable
 
-from . import scope
+from . import line_items, scope
 from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
 
 # The job kinds the decision writes (orders.sql).
-ORDER_FULFILLED = jobs.documented("order.fulfilled")
+# An order's line items are added by the worker before it POSTs the job (line_items.py).
+ORDER_FULFILLED = jobs.documented("order.fulfilled", complete=line_items.complete)
 PAYMENT_REVIEW = jobs.documented("payment.review")
 # Why a payment that succeeded is not shipped, besides `held` (refunded,
 # disputed or fraud-warned before its success: payment.review).

@@ -1,0 +1,68 @@
+"""`POST /stripe/checkout/sessions/<session_id>/fulfil`: the shop's success page reports a customer's return.
+
+The shop's backend calls it with the `{CHECKOUT_SESSION_ID}` its `success_url`
+carried (docs/checkout-return.md) and `Authorization: Bearer
+WEBHOOK_FULFIL_TOKEN`; without that setting the route does not exist (404).
+What it does is the Stripe domain's (domains/stripe/returns.py, through
+`Service.fulfil_checkout`), which `webhooks fulfil` runs from a shell too;
+this module authenticates, names the Connect account (`?account=acct_...`),
+and writes the answer. Each call costs
+Stripe API calls, so the front limits how often one client may make it
+(WEBHOOK_FULFIL_RATE_PER_MINUTE, front.py).
+
+Whatever fails, the answer is JSON with an `error` word: never a 500 or a
+traceback, and the log line names the error's class, never a value.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+import structlog
+from flask import Blueprint, Flask, Response, current_app, request
+
+from webhooks import bootstrap
+
+log = structlog.get_logger(__name__)
+
+RULE = "/stripe/checkout/sessions/<session_id>/fulfil"
+PREFIX = "/stripe/checkout/sessions/"
+bp = Blueprint("checkout_return", __name__)
+# A failure nobody foresaw: the caller tries again a little later, as after Stripe's.
+_FAILED_RETRY_S = 5
+
+
+def install(app: Flask, service: bootstrap.Service) -> None:
+    """The route, if WEBHOOK_FULFIL_TOKEN is set."""
+    if not service.settings.fulfil_token:
+        return
+    app.extensions["webhooks.checkout_return"] = service
+    app.register_blueprint(bp)
+
+
+@bp.post(RULE)
+def fulfil(session_id: str) -> Response:
+    service: bootstrap.Service = current_app.extensions["webhooks.checkout_return"]
+    if not _authorized(service.settings.fulfil_token or ""):
+        return _response(401, {"error": "token_required"}, {"WWW-Authenticate": "Bearer"})
+    try:
+        answer = service.fulfil_checkout(session_id, request.args.get("account") or None)
+    except Exception as exc:
+        # Its class only: an exception's text may quote what Stripe or the database held.
+        log.error("checkout_return_failed", error=type(exc).__name__)
+        return _response(503, {"error": "fulfilment_failed"}, {"Retry-After": str(_FAILED_RETRY_S)})
+    retry = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else {}
+    return _response(answer.status, answer.body, retry)
+
+
+def _authorized(token: str) -> bool:
+    presented = request.headers.get("Authorization", "")
+    scheme, _, value = presented.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def _response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:
+    text = json.dumps(body, separators=(",", ":"))
+    return Response(text, status=status, mimetype="application/json", headers=headers)
