@@ -10,8 +10,10 @@ items" (https://docs.stripe.com/api/checkout/sessions/line_items).
 
 import json
 import threading
+import time
 from collections import Counter
 
+import psycopg
 import pytest
 
 from tests import conftest
@@ -250,3 +252,29 @@ def test_the_worker_posts_the_order_with_its_line_items_after_stripe_comes_back(
     finally:
         worker.stop()
         receiver.close()
+
+
+def test_a_return_that_meets_a_trigger_in_flight_answers_409_within_the_lock_timeout(
+    shop,
+    stand_in,  # noqa: F811
+    db,
+    database_url,
+):
+    client = shop.test_client()
+    obj, _ = checkout.put(stand_in, payment_status="unpaid")
+    assert load_json(call(client, obj["id"]))["outcome"] == "awaiting_payment"
+    paid = {**obj, "payment_status": "paid"}
+    stand_in.add_session(paid, [])
+    # A delivery of the payment's success holds its row, uncommitted, as one in flight does.
+    with psycopg.connect(database_url) as holder:
+        holder.execute("SELECT 1 FROM payments WHERE payment_id = %s FOR UPDATE", [obj["payment_intent"]])
+        started = time.monotonic()
+        answer = call(client, obj["id"])
+        waited = time.monotonic() - started
+        holder.rollback()
+    assert (answer.status_code, load_json(answer)["error"]) == (409, "in_progress")
+    assert answer.headers["Retry-After"] == "1"
+    # WEBHOOK_LOCK_TIMEOUT_MS, the wait a duplicate delivery gets, and not much more.
+    assert 1.0 <= waited < 3.0
+    assert load_json(call(client, obj["id"]))["outcome"] == "fulfilled"
+    assert len(checkout.order_jobs(db, obj["payment_intent"])) == 1
