@@ -14,6 +14,7 @@ import structlog
 
 from tests.conftest import load_json
 from tests.support import checkout
+from tests.support.rows import count_rows
 from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks.domains.stripe import returns as return_rules
 
@@ -200,3 +201,11 @@ def test_the_front_limits_each_clients_return_calls_and_says_when_to_come_back(f
     assert len(stand_in.calls("/v1/checkout")) == 2
     # Deliveries are not the return call's: they are not limited by it.
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["subscription", "setup"])
+def test_a_session_that_takes_no_one_off_payment_is_not_an_order(returns, stand_in, db, mode):  # noqa: F811
+    obj, _ = checkout.put(stand_in, mode=mode, payment_intent=None)
+    answer = load_json(call(returns(), obj["id"]))
+    assert (answer["outcome"], answer["order_id"]) == ("not_an_order", None)
+    assert count_rows(db, "pgqueuer") == 0

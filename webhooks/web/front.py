@@ -16,8 +16,9 @@ answer, which `serve` tallies for /metrics (webhooks/web/refusals.py).
 
 The front also serves the scraper's port, on a socket of gunicorn's own and
 a few scrapes at a time; admits a provider's deliveries only from the
-addresses it publishes, where its allowlist is on; and, behind trusted
-proxies, takes the client to be the address they pass on.
+addresses it publishes, where its allowlist is on; limits how often one
+client may make the return call (each costs Stripe API calls); and, behind
+trusted proxies, takes the client to be the address they pass on.
 """
 
 from __future__ import annotations

@@ -34,12 +34,12 @@ from webhooks.infra.config import Settings
 from . import api as stripe_api
 
 SESSIONS = "/v1/checkout/sessions/"
-# The product's name and metadata are on the price's product, expanded too
-# (Stripe expands at most four levels: line_items.data.price.product is three).
+# The product's name and metadata are on the price's product, expanded too,
+# within the depth Stripe expands to (https://docs.stripe.com/expand).
 SESSION_EXPAND = ["line_items.data.price.product"]
 PAGE_EXPAND = ["data.price.product"]
-# Checkout takes at most 100 line items in payment mode; a list that goes on
-# past this many pages is not one to ship from.
+# A Checkout Session's line items take a page or two; a list that goes on past
+# this many is not one to ship from.
 MAX_PAGES = 10
 
 _STORED = "SELECT items FROM checkout_line_items WHERE session_id = %(session)s AND account = %(account)s"
