@@ -25,10 +25,11 @@ from flask import Blueprint, Flask, Response, current_app, request
 
 from webhooks import bootstrap
 
+from . import RETURN_PREFIX
+
 log = structlog.get_logger(__name__)
 
-RULE = "/stripe/checkout/sessions/<session_id>/fulfil"
-PREFIX = "/stripe/checkout/sessions/"
+RULE = RETURN_PREFIX + "<session_id>/fulfil"
 bp = Blueprint("checkout_return", __name__)
 # A failure nobody foresaw: the caller tries again a little later, as after Stripe's.
 _FAILED_RETRY_S = 5

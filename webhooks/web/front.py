@@ -32,8 +32,7 @@ from pathlib import Path
 from webhooks.infra import privilege
 from webhooks.infra.config import SettingError, Settings, network
 
-from . import WEBHOOK_PREFIX
-from .checkout_return import PREFIX as RETURN_PREFIX
+from . import RETURN_PREFIX, WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
 SOCKET = "gunicorn.sock"
