@@ -11,6 +11,8 @@ import time
 import pytest
 import requests
 import structlog
+from prometheus_client.parser import text_string_to_metric_families
+from werkzeug.test import Client
 
 from tests.conftest import load_json
 from tests.support import checkout
@@ -209,3 +211,27 @@ def test_a_session_that_takes_no_one_off_payment_is_not_an_order(returns, stand_
     answer = load_json(call(returns(), obj["id"]))
     assert (answer["outcome"], answer["order_id"]) == ("not_an_order", None)
     assert count_rows(db, "pgqueuer") == 0
+
+
+def test_each_answer_is_counted_by_outcome_or_error_and_status(returns, stand_in):  # noqa: F811
+    client = returns()
+    obj, _ = checkout.put(stand_in)
+    call(client, obj["id"])
+    call(client, obj["id"])
+    call(client, "pi_123")
+    call(client, obj["id"], headers={})
+    page = (
+        Client(client.application.extensions["webhooks.metrics"].wsgi).get("/metrics").get_data(as_text=True)
+    )
+    counted = {
+        (s.labels["outcome"], s.labels["status"]): s.value
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+        if s.name == "webhook_checkout_returns_total"
+    }
+    assert counted == {
+        ("fulfilled", "200"): 1,
+        ("already_fulfilled", "200"): 1,
+        ("invalid_session_id", "400"): 1,
+        ("token_required", "401"): 1,
+    }

@@ -35,10 +35,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     _probes(app, service)
     enabled = service.providers.enabled(settings)
     admin.install(app, settings.admin_token, service, enabled)
-    checkout_return.install(app, service)
     # The domains' metrics (Registry.metrics) beside the app's own.
     observe = metrics.Metrics(service.pool, settings.front_dir, service.registry.metrics())
     delivery.install(app, service, observe.delivery)
+    checkout_return.install(app, service, observe.checkout_return)
     metrics.install(app, observe, settings.metrics_port, settings.front_dir)
     startup.announce(settings, service.providers)
     service.publish_settings()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -35,35 +36,41 @@ bp = Blueprint("checkout_return", __name__)
 _FAILED_RETRY_S = 5
 
 
-def install(app: Flask, service: bootstrap.Service) -> None:
-    """The route, if WEBHOOK_FULFIL_TOKEN is set."""
+# Where each answered call is counted (metrics.Metrics.checkout_return): its outcome or error, and status.
+Report = Callable[[str, int], None]
+
+
+def install(app: Flask, service: bootstrap.Service, report: Report) -> None:
+    """The route, if WEBHOOK_FULFIL_TOKEN is set, each answer counted by `report`."""
     if not service.settings.fulfil_token:
         return
-    app.extensions["webhooks.checkout_return"] = service
+    app.extensions["webhooks.checkout_return"] = (service, report)
     app.register_blueprint(bp)
 
 
 @bp.post(RULE)
 def fulfil(session_id: str) -> Response:
-    service: bootstrap.Service = current_app.extensions["webhooks.checkout_return"]
+    service, report = current_app.extensions["webhooks.checkout_return"]
+    status, body, headers = _answer(service, session_id)
+    report(str(body.get("outcome") or body.get("error")), status)
+    return Response(json.dumps(body, separators=(",", ":")), status, headers, mimetype="application/json")
+
+
+def _answer(service: bootstrap.Service, session_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The status, JSON body and headers of the answer."""
     if not _authorized(service.settings.fulfil_token or ""):
-        return _response(401, {"error": "token_required"}, {"WWW-Authenticate": "Bearer"})
+        return 401, {"error": "token_required"}, {"WWW-Authenticate": "Bearer"}
     try:
         answer = service.fulfil_checkout(session_id, request.args.get("account") or None)
     except Exception as exc:
         # Its class only: an exception's text may quote what Stripe or the database held.
         log.error("checkout_return_failed", error=type(exc).__name__)
-        return _response(503, {"error": "fulfilment_failed"}, {"Retry-After": str(_FAILED_RETRY_S)})
+        return 503, {"error": "fulfilment_failed"}, {"Retry-After": str(_FAILED_RETRY_S)}
     retry = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else {}
-    return _response(answer.status, answer.body, retry)
+    return answer.status, answer.body, retry
 
 
 def _authorized(token: str) -> bool:
     presented = request.headers.get("Authorization", "")
     scheme, _, value = presented.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
-
-
-def _response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:
-    text = json.dumps(body, separators=(",", ":"))
-    return Response(text, status=status, mimetype="application/json", headers=headers)
