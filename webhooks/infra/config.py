@@ -321,7 +321,7 @@ class Settings(_FromEnv):
         secret=True,
     )
     """a restricted key with read access to events, payment intents, checkout sessions, charges, refunds,
-    disputes, invoices, subscriptions"""
+    disputes, invoices, subscriptions, and products and prices (an order's line items expand them)"""
     stripe_api_version: Annotated[str, rule(_api_version)] = setting(
         "STRIPE_API_VERSION", STRIPE_LIBRARY_API_VERSION
     )

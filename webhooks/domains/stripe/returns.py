@@ -186,6 +186,8 @@ def _answered(answer: jobs.Answered, session: Json, items: list[Json]) -> Return
         return refused(409, "in_progress", "a trigger of this order is in flight", _IN_FLIGHT_RETRY_S)
     if answer.status == 503:
         return refused(503, "database_unavailable", None, _UNAVAILABLE_RETRY_S)
+    if answer.status == 400:
+        return refused(502, "invalid_session", "Stripe's session is not one an event can carry")
     if answer.status == 422:
         return refused(422, "invalid_session", "Stripe's session breaks a rule the handlers read by")
     if answer.status != 200:
