@@ -97,7 +97,12 @@ def test_a_paid_session_ships_once_with_every_page_of_its_line_items(returns, st
 
 @pytest.mark.parametrize(
     ("session_id", "error"),
-    [("pi_3RkA4dNx4KqR2eZv5col1e3f", "invalid_session_id"), ("cs_test_a%27%3B--", "invalid_session_id")],
+    [
+        ("pi_3RkA4dNx4KqR2eZv5col1e3f", "invalid_session_id"),
+        ("cs_test_a%27%3B--", "invalid_session_id"),
+        ("cs_test_" + "a" * 4000, "invalid_session_id"),
+        ("cs_test_\u00e9t\u00e9", "invalid_session_id"),
+    ],
 )
 def test_an_id_that_is_not_a_checkout_session_is_a_400_and_stripe_is_not_asked(
     returns,
