@@ -386,6 +386,14 @@ BEGIN
     RETURN p_stored_account;
 END $$;
 
+-- TABLE: checkout_line_items
+CREATE TABLE checkout_line_items (
+    session_id text NOT NULL,
+    account text DEFAULT ''::text NOT NULL,
+    items jsonb NOT NULL,
+    stored_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 -- TABLE: disputes
 CREATE TABLE disputes (
     dispute_id text NOT NULL,
@@ -840,6 +848,10 @@ ALTER TABLE ONLY webhook_events ALTER COLUMN id SET DEFAULT nextval('webhook_eve
 
 -- DEFAULT: webhook_failures id
 ALTER TABLE ONLY webhook_failures ALTER COLUMN id SET DEFAULT nextval('webhook_failures_id_seq'::regclass);
+
+-- CONSTRAINT: checkout_line_items checkout_line_items_pkey
+ALTER TABLE ONLY checkout_line_items
+    ADD CONSTRAINT checkout_line_items_pkey PRIMARY KEY (session_id, account);
 
 -- CONSTRAINT: disputes disputes_pkey
 ALTER TABLE ONLY disputes

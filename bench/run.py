@@ -53,7 +53,7 @@ from webhooks.traffic import stripe as stripe_traffic
 from webhooks.traffic.report import markdown_table, percentile
 from webhooks.web.front import INSTALL
 
-from . import apps, cpu, outbox, pgbench, profile, servers, wrk
+from . import apps, cpu, outbox, pgbench, profile, returns, servers, wrk
 
 SECRET = "whsec_bench_0123456789"
 LOCAL_SERVER = "postgresql://root@127.0.0.1:5432/test"
@@ -79,6 +79,7 @@ ROWS = (
     "outbox_drain_slow",
     "outbox_drain_slow_2",
     "outbox_wakeup",
+    "return_call",
 )
 # Per outbox row: its workers, and how long its receiver takes to answer (ms).
 _OUTBOX_ROWS = {
@@ -277,6 +278,8 @@ class Bench:
             "outbox_drain_slow_2": f"outbox: 2 default workers drain {outbox.BACKLOG:,} jobs into a receiver "
             "answering after 100 ms",
             "outbox_wakeup": "outbox wake-up: one job committed at a time, commit to receiver (p99 ms)",
+            "return_call": "return call: POST .../fulfil of a new paid session, Stripe's API a stand-in "
+            "(calls/s; CPU: not the stand-in's)",
         }
 
     def measure(self, row: str) -> Measure:
@@ -305,6 +308,8 @@ class Bench:
             )
         if row == "trivial":
             return self._http("bench.apps:trivial", self.empty, 1)[1]
+        if row == "return_call":
+            return self._returns()
         if row == "naive":
             self._sql(self.empty, "TRUNCATE naive_fulfilments")
             measure = self._http("bench.apps:naive", self.empty, k)[1]
@@ -410,6 +415,32 @@ class Bench:
             {part: used / done.jobs * 1e6 for part, used in done.cpu_s.items() if part != "client"},
             done.idle,
             percentile(latencies, 50) if row == "outbox_wakeup" else math.nan,
+        )
+
+    def _returns(self) -> Measure:
+        """gunicorn with the return call on, each call a new session: calls/s and CPU per call."""
+        name = f"bench-{os.getpid()}"
+        with returns.stand_in() as api:
+            env = {
+                "DATABASE_URL": make_conninfo(self.empty, application_name=name),
+                "STRIPE_WEBHOOK_SECRET": SECRET,
+                **returns.env(api),
+            }
+            with servers.gunicorn("wsgi:app", env, self.workdir / "gunicorn.log") as (url, pid, _front):
+                returns.call_all(url, returns.sessions(api, WARM_UP_EVENTS), self.args.concurrency)
+                rate = self.rates.get(("return_call",), 100.0)
+                ids = returns.sessions(api, max(WARM_UP_EVENTS, int(rate * self.args.seconds)))
+                meter = cpu.Meter(cpu.children(pid), cpu.backends(self.empty, name))
+                with meter:
+                    done = returns.call_all(url, ids, self.args.concurrency)
+        self.rates[("return_call",)] = done.per_s
+        return Measure(
+            done.per_s,
+            done.per_s,
+            done.p99_ms,
+            done.answers,
+            {part: used / done.calls * 1e6 for part, used in meter.used.items()},
+            meter.idle,
         )
 
     def _completed(self, served: str, conninfo: str) -> int:
@@ -590,6 +621,10 @@ def _cpu_through_front(measures: dict[str, Measure]) -> float:
     return (front["workers"] + front["front"] + front["postgres"]) / (direct["workers"] + direct["postgres"])
 
 
+def _cpu_per_call(measures: dict[str, Measure], row: str) -> float:
+    return measures[row].cpu_us["workers"] + measures[row].cpu_us["postgres"]
+
+
 def _median_ms(values: list[float]) -> str:
     return "-" if any(math.isnan(v) for v in values) else f"{statistics.median(values):.1f}"
 
@@ -716,6 +751,14 @@ def render(
     for label, row, database in _FLOOR_SPECS:
         if all(r in rows for r in (row, "wrk_trivial", database)):
             ratios.append(_ratio_row(label, [_cpu_over_floor(r, row, database) for r in rounds]))
+    if {"return_call", "service"} <= set(rows):
+        ratios.append(
+            _ratio_row(
+                "return call's CPU per call / a delivery's (service, K=1), web + postgres, "
+                "the stand-in for Stripe's API not counted",
+                [_cpu_per_call(r, "return_call") / _cpu_per_call(r, "service") for r in rounds],
+            )
+        )
     if {"wrk_service_front", "wrk_service"} <= set(rows):
         ratios.append(
             _ratio_row(

@@ -21,7 +21,7 @@ from webhooks.core.registry import HandlerMistake, Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
 from webhooks.domains import stripe as stripe_domain
-from webhooks.domains.stripe import access
+from webhooks.domains.stripe import access, returns
 from webhooks.infra import db
 from webhooks.infra.config import SettingError, Settings
 from webhooks.infra.db import LazyPool, database_url
@@ -135,6 +135,11 @@ class Service:
                 yield Reprocessed(provider, event_id, self.reprocess(provider, event_id, allow_ignored))
             except NotReprocessed as exc:
                 yield Reprocessed(provider, event_id, not_run=exc)
+
+    def fulfil_checkout(self, session_id: str, account: str | None = None) -> returns.Returned:
+        """A customer's return from Checkout: the session read from Stripe, then fulfilled through
+        the claim, once whichever of it and the webhook comes first (domains/stripe/returns.py)."""
+        return returns.fulfil(self, session_id, account)
 
     def publish_settings(self) -> None:
         """Write the domain settings that live in the database (the subscription grace) where SQL reads them.

@@ -195,3 +195,14 @@ def test_the_glue_bench_refuses_a_revision_git_does_not_know_in_one_line():
     )
     assert done.returncode == 1
     assert done.stderr.strip() == "bench.glue: no revision 'no-such-revision' to compare with"
+
+
+def test_the_return_call_row_ships_every_session_and_prices_its_cpu_against_a_delivery(server_url, capsys):
+    argv = ["--rows", "service,return_call", "--rounds", "1", "--seconds", "1", "--database-url", server_url]
+    assert run.main(argv) == 0
+    out = capsys.readouterr().out
+    [row] = [line for line in out.splitlines() if line.startswith("| return call: POST")]
+    # Every call a new paid session, each shipped by its call.
+    assert "HTTP 200 fulfilled: " in row and "HTTP 5" not in row and "HTTP 4" not in row
+    [ratio] = [line for line in out.splitlines() if line.startswith("| return call's CPU per call")]
+    assert float(ratio.split("|")[2]) > 0

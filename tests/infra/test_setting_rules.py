@@ -65,6 +65,9 @@ BAD: dict[str, str | None] = {
     "STRIPE_API_TIMEOUT_SECONDS": "0",
     "STRIPE_API_RETRIES": "-1",
     "STRIPE_CONNECT_ACCOUNTS": "cus_123",
+    "WEBHOOK_FULFIL_TOKEN": "short",
+    "WEBHOOK_FULFIL_RATE_PER_MINUTE": "0",
+    "WEBHOOK_FULFIL_STRIPE_TIMEOUT_SECONDS": "-1",
     "WEB_CONCURRENCY": "two",
     "GUNICORN_THREADS": "0",
     "GUNICORN_WORKER_CLASS": "g thread",
@@ -101,6 +104,7 @@ def test_a_bad_value_is_one_line_naming_its_variable(variable):
         ({"WEBHOOK_PROXY_PROTOCOL": "on"}, "WEBHOOK_PROXY_PROTOCOL"),
         ({"PORT": "9000", "METRICS_PORT": "9000"}, "METRICS_PORT"),
         ({"STRIPE_MODE": "live", "STRIPE_API_KEY": "rk_test_abc"}, "STRIPE_API_KEY"),
+        ({"WEBHOOK_FULFIL_TOKEN": "a-long-enough-fulfil-token"}, "WEBHOOK_FULFIL_TOKEN"),
         # Under gunicorn the pool follows the threads: four threads, a floor of six.
         ({"GUNICORN_THREADS": "4", "WEBHOOK_POOL_MIN_SIZE": "6"}, "WEBHOOK_POOL_MIN_SIZE"),
     ],

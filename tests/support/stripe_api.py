@@ -3,7 +3,11 @@
 It serves Stripe-shaped list pages (`object: list`, `data`, `has_more`,
 newest first, `starting_after` / `ending_before` cursors, `created[gte]`
 style filters, `types[]`) and retrieves, per account (Stripe-Account or
-Stripe-Context), from objects a test puts in. Tests can make chosen requests
+Stripe-Context), from objects a test puts in. A Checkout Session's line
+items (`add_session`) are listed in the order they were put in, and a
+session retrieved with `expand[]=line_items...` carries "the first handful"
+of them (https://docs.stripe.com/api/checkout/sessions/line_items), the rest
+paged at its `line_items` URL. Tests can make chosen requests
 fail or hang, and read back every request it received.
 """
 
@@ -58,6 +62,9 @@ def _filters_match(obj: dict, query: dict[str, str]) -> bool:
 
 
 class StripeApi:
+    # How many line items an expanded session carries (Stripe's "first handful").
+    EMBEDDED_LINE_ITEMS = 10
+
     def __init__(self):
         self.requests: list[Request] = []
         self._objects: dict[tuple[str, str], dict[str, dict]] = {}
@@ -76,6 +83,11 @@ class StripeApi:
             stored = self._objects.setdefault((account, collection), {})
             for obj in objects:
                 stored[obj["id"]] = obj
+
+    def add_session(self, session: dict, line_items: list[dict], account: str = "") -> None:
+        """A Checkout Session and its line items, listed in this order at `<session>/line_items`."""
+        self.add("checkout/sessions", session, account=account)
+        self.add(f"checkout/sessions/{session['id']}/line_items", *line_items, account=account)
 
     # Faults -----------------------------------------------------------------
     def fail(self, when: Predicate, times: int, status: int = 500) -> None:
@@ -114,7 +126,9 @@ class StripeApi:
                 if parts == collection:
                     return 200, self._page(collection, list(objects.values()), request.query)
                 if parts.startswith(collection + "/") and parts[len(collection) + 1 :] in objects:
-                    return 200, objects[parts[len(collection) + 1 :]]
+                    return 200, self._expanded(
+                        account, collection, objects[parts[len(collection) + 1 :]], request
+                    )
         if "/" in parts.removeprefix("checkout/"):
             return 404, {
                 "error": {
@@ -125,13 +139,20 @@ class StripeApi:
             }
         return 200, self._page(parts, [], request.query)
 
+    def _expanded(self, account: str, collection: str, obj: dict, request: Request) -> dict:
+        """A session asked for with its line items expanded carries their first page (under the lock)."""
+        expand = [v for k, v in request.query.items() if k.startswith("expand")]
+        if collection != "checkout/sessions" or not any(e.startswith("line_items") for e in expand):
+            return obj
+        lines = f"{collection}/{obj['id']}/line_items"
+        items = list(self._objects.get((account, lines), {}).values())
+        return {**obj, "line_items": self._page(lines, items, {"limit": str(self.EMBEDDED_LINE_ITEMS)})}
+
     @staticmethod
     def _page(collection: str, objects: list[dict], query: dict[str, str]) -> dict:
-        ordered = sorted(
-            (o for o in objects if _filters_match(o, query)),
-            key=lambda o: (o.get("created", 0), o["id"]),
-            reverse=True,
-        )
+        ordered = [o for o in objects if _filters_match(o, query)]
+        if not collection.endswith("/line_items"):
+            ordered.sort(key=lambda o: (o.get("created", 0), o["id"]), reverse=True)
         ids = [o["id"] for o in ordered]
         start, stop = 0, len(ordered)
         if "starting_after" in query:

@@ -15,6 +15,7 @@ from . import (
     db,
     errors,
     events,
+    fulfil,
     loadtest,
     migrate,
     outbox,
@@ -40,6 +41,7 @@ COMMANDS = (
     subscriptions,
     backfill,
     reconcile,
+    fulfil,
     allowlist,
 )
 

@@ -30,6 +30,7 @@ from pydantic_core import core_schema
 
 from webhooks.infra.config import Settings
 from webhooks.infra.errors import PublicError
+from webhooks.infra.db import LazyPool
 
 from .events import Event
 
@@ -52,6 +53,12 @@ class Answered(Protocol):
     @property
     def outcome(self) -> str: ...
 
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def replayed(self) -> bool: ...
+
 
 class Service(Protocol):
     """What the worker hands a job it performs: its process's settings, and the claim events go through."""
@@ -59,11 +66,17 @@ class Service(Protocol):
     @property
     def settings(self) -> Settings: ...
 
+    @property
+    def pool(self) -> LazyPool: ...
+
     def accept(self, provider: str, event: Event, settled: str | None = None) -> Answered: ...
 
 
 # A job the worker performs itself instead of POSTing it; raises JobFailed to be retried.
 Perform = Callable[[Service, bytes], object]
+# What the worker adds to a job's payload before it POSTs it (the line items
+# of an order, read from Stripe outside the claim); raises JobFailed to be retried.
+Complete = Callable[[Service, bytes], bytes]
 
 
 class Fields(BaseModel):
@@ -89,18 +102,19 @@ class JobKind:
     """A kind of outbox job: its name (the job's `kind`), its model, and who performs it.
 
     `perform` is None for a job POSTed to WEBHOOK_OUTBOX_URL, as all but
-    Stripe's fetch are.
+    Stripe's fetch are. `complete`, if any, runs before such a POST.
     """
 
     name: str
     model: type[Job] | None = None
     perform: Perform | None = None
+    complete: Complete | None = None
 
 
-def documented(model: type[Job], perform: Perform | None = None) -> JobKind:
+def documented(model: type[Job], perform: Perform | None = None, complete: Complete | None = None) -> JobKind:
     """The kind `model` declares (its `kind` literal), published as `docs/schemas/<name>.json`."""
     [name] = get_args(model.model_fields["kind"].annotation)
-    return JobKind(str(name), model, perform)
+    return JobKind(str(name), model, perform, complete)
 
 
 @cache

@@ -322,7 +322,7 @@ class Settings(_FromEnv):
         secret=True,
     )
     """a restricted key with read access to events, payment intents, checkout sessions, charges, refunds,
-    disputes, invoices, subscriptions"""
+    disputes, invoices, subscriptions, and products and prices (an order's line items expand them)"""
     stripe_api_version: Annotated[str, rule(_api_version)] = setting(
         "STRIPE_API_VERSION", STRIPE_LIBRARY_API_VERSION
     )
@@ -337,7 +337,19 @@ class Settings(_FromEnv):
     stripe_connect_accounts: Annotated[
         tuple[str, ...], rule(_prefixed_csv("acct_", what="an account id, acct_..."))
     ] = setting("STRIPE_CONNECT_ACCOUNTS", ())
-    """connected accounts `backfill` and `reconcile` also read, with `Stripe-Account`"""
+    """connected accounts `backfill` and `reconcile` also read, with `Stripe-Account`, and the return call
+    may name"""
+    fulfil_token: Annotated[str | None, rule(_admin_token)] = setting(
+        "WEBHOOK_FULFIL_TOKEN", None, shown="none (no return call: its route answers 404)", secret=True
+    )
+    """the `Bearer` token of the [return call](checkout-return.md) a shop's success page backend makes
+    (at least 16 characters); needs `STRIPE_API_KEY`"""
+    fulfil_rate_per_minute: Count = setting("WEBHOOK_FULFIL_RATE_PER_MINUTE", 120)
+    """return calls one client may make a minute through the front, beyond a burst of as many; more are
+    answered 429 (each costs Stripe API calls)"""
+    fulfil_stripe_timeout_s: Seconds = setting("WEBHOOK_FULFIL_STRIPE_TIMEOUT_SECONDS", 10.0)
+    """how long a return call waits on each of its Stripe API calls (not retried: the caller is answered
+    503 with `Retry-After`)"""
 
     @model_validator(mode="after")
     def _agree(self) -> Self:
@@ -354,6 +366,12 @@ def _same_listener(s: Settings) -> str | None:
     hosts = {s.host, s.metrics_host}
     if s.port == s.metrics_port and (len(hosts) == 1 or hosts & wildcard):
         return f"METRICS_PORT: {s.metrics_port} is PORT too: the scraper's listener needs a port of its own"
+    return None
+
+
+def _fulfil_without_key(s: Settings) -> str | None:
+    if s.fulfil_token and not s.stripe_api_key:
+        return "WEBHOOK_FULFIL_TOKEN: the return call reads the session from Stripe: set STRIPE_API_KEY too"
     return None
 
 
@@ -384,6 +402,7 @@ _RELATIONS: tuple[Callable[[Settings], str | None], ...] = (
     ),
     _same_listener,
     _key_mode,
+    _fulfil_without_key,
 )
 
 

@@ -3,3 +3,6 @@
 # Each provider's deliveries are POSTed to this and its name (/webhooks/stripe):
 # the route (delivery.py) and the front's locations (front.py) alike.
 WEBHOOK_PREFIX = "/webhooks/"
+# The customer's return from Checkout is POSTed under this (checkout_return.py):
+# the route and the front's rate limit (front.py) alike.
+RETURN_PREFIX = "/stripe/checkout/sessions/"

@@ -13,7 +13,7 @@ from webhooks.infra import db, migrate
 from webhooks.infra.config import Process, Settings
 from webhooks.infra.logs import configure as configure_logging
 
-from . import admin, delivery, metrics, startup
+from . import admin, checkout_return, delivery, metrics, startup
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     # The domains' metrics (Registry.metrics) beside the app's own.
     observe = metrics.Metrics(service.pool, settings.front_dir, service.registry.metrics())
     delivery.install(app, service, observe.delivery)
+    checkout_return.install(app, service, observe.checkout_return)
     metrics.install(app, observe, settings.metrics_port, settings.front_dir)
     startup.announce(settings, service.providers)
     service.publish_settings()

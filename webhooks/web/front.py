@@ -16,8 +16,9 @@ answer, which `serve` tallies for /metrics (webhooks/web/refusals.py).
 
 The front also serves the scraper's port, on a socket of gunicorn's own and
 a few scrapes at a time; admits a provider's deliveries only from the
-addresses it publishes, where its allowlist is on; and, behind trusted
-proxies, takes the client to be the address they pass on.
+addresses it publishes, where its allowlist is on; limits how often one
+client may make the return call (each costs Stripe API calls); and, behind
+trusted proxies, takes the client to be the address they pass on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from webhooks.infra import privilege
 from webhooks.infra.config import SettingError, Settings, network
 
-from . import WEBHOOK_PREFIX
+from . import RETURN_PREFIX, WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
 SOCKET = "gunicorn.sock"
@@ -146,6 +147,9 @@ http {
     limit_conn_zone $binary_remote_addr zone=per_client:10m;
     limit_conn_zone $server_port zone=scrapes:1m;
     limit_conn_status 429;
+    # The return call costs Stripe API calls: each client's are limited.
+    limit_req_zone $binary_remote_addr zone=returns:10m rate=%(return_rate)dr/m;
+    limit_req_status 429;
 
     # gunicorn stamps the app's answers with a Server header; nginx's own
     # and gunicorn's parser's refusals have none.
@@ -184,6 +188,18 @@ http {
 %(error_pages)s
         location / {
             proxy_pass http://gunicorn;
+        }
+
+        location ^~ %(return_prefix)s {
+            limit_req zone=returns burst=%(return_rate)d nodelay;
+%(return_pages)s            proxy_pass http://gunicorn;
+        }
+
+        location = /.front/rate_limited {
+            internal;
+            default_type application/json;
+            add_header Retry-After %(return_retry)d always;
+            return 429 '{"error":"too_many_requests"}';
         }
 %(allowlists)s    }
 
@@ -273,6 +289,11 @@ def nginx_config(settings: Settings, front_dir: Path) -> str:
         "allowlists": "".join(
             _allowlisted(settings, name) for name in ALLOWLISTS if getattr(settings, f"{name}_allowlist")
         ),
+        "return_prefix": RETURN_PREFIX,
+        "return_rate": settings.fulfil_rate_per_minute,
+        "return_pages": _error_pages(limited="/.front/rate_limited"),
+        # A minute's allowance refills at this pace.
+        "return_retry": max(1, 60 // settings.fulfil_rate_per_minute),
         "metrics_listen": _address(settings.metrics_host, settings.metrics_port),
         "scrapes": _SCRAPES_AT_ONCE,
     }
@@ -356,16 +377,24 @@ def _worker_user(settings: Settings) -> str:
     return f"user {front.name} {service.group};"
 
 
-def _error_pages() -> str:
+def _error_pages(limited: str | None = None) -> str:
     """The front's refusals as JSON, like the app's: `{"error": <reason>}`.
 
     Each is an internal URI, not a named location: nginx answers a
     redirect to a named location with a 500 when the request line was too
-    broken to have a URI of its own.
+    broken to have a URI of its own. With `limited`, the error_page lines
+    of a location whose 429 is a rate limit's, answered by that page (a
+    location's error_page lines replace the server's, so all are repeated).
     """
     lines = []
     for status in _ANSWERED_BY_FRONT:
         page = f"/.front/{status}"
+        if limited is not None:
+            page = limited if status == 429 else page
+            lines += [
+                f"            error_page {codes} {page};" for codes in _NGINX_CODES.get(status, (status,))
+            ]
+            continue
         lines += [f"        error_page {codes} {page};" for codes in _NGINX_CODES.get(status, (status,))]
         lines += [
             f"        location = {page} {{",

@@ -137,6 +137,12 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.returns = Counter(
+            "webhook_checkout_returns_total",
+            "Return calls from a shop's success page answered, by outcome (or error) and HTTP status",
+            ["outcome", "status"],
+            registry=self.registry,
+        )
         self.pool_counters = {
             name: Counter(f"webhook_db_pool_{name}", f"psycopg_pool {name}", registry=self.registry)
             for name in _POOL_COUNTERS
@@ -172,6 +178,10 @@ class Metrics:
         conflict = "replayed" if replayed else outcome
         if conflict in _CONFLICTS:
             self.conflicts.labels(_CONFLICTS[conflict]).inc()
+
+    def checkout_return(self, outcome: str, status: int) -> None:
+        """One answered return call (checkout_return.py): its outcome, or its error word."""
+        self.returns.labels(outcome, str(status)).inc()
 
     def observe_pool_every(self, seconds: float) -> None:
         """The pool's figures written every `seconds` from a thread of this process's own.

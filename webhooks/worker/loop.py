@@ -60,12 +60,13 @@ def _key(job: Job) -> str:
 ANSWER_READ_CAP = 64 * 1024
 
 
-async def post(http: aiohttp.ClientSession, url: str, job: Job) -> None:
-    """One HTTP delivery; any answer but 2xx (a redirect included) is a failure to retry."""
+async def post(http: aiohttp.ClientSession, url: str, job: Job, payload: bytes | None = None) -> None:
+    """One HTTP delivery (of `payload`, by default the job's); any answer but 2xx (a redirect
+    included) is a failure to retry."""
     try:
         async with http.post(
             url,
-            data=job.payload,
+            data=job.payload if payload is None else payload,
             headers={
                 "Content-Type": "application/json",
                 "Idempotency-Key": _key(job),
@@ -101,10 +102,13 @@ async def perform(service: bootstrap.Service, http: aiohttp.ClientSession, url: 
         return
     kind = _kind(job)
     known = service.registry.job_kind(kind) if isinstance(kind, str) else None
-    if known is None or known.perform is None:
-        return await post(http, url, job)
     try:
-        # stripe and psycopg are blocking: a thread keeps the loop free for heartbeats.
+        if known is None or known.perform is None:
+            payload = job.payload
+            if known is not None and known.complete is not None:
+                # stripe and psycopg are blocking: a thread keeps the loop free for heartbeats.
+                payload = await asyncio.to_thread(known.complete, service, job.payload or b"")
+            return await post(http, url, job, payload)
         await asyncio.to_thread(known.perform, service, job.payload or b"")
     except jobs.JobFailed as exc:
         raise DeliveryFailed(str(exc)[:500]) from exc

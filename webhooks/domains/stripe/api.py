@@ -38,6 +38,10 @@ class NotFound(ApiFailed):
     """Stripe answered 404: the object does not exist (for this key and account)."""
 
 
+class Unavailable(ApiFailed):
+    """Stripe could not be reached, timed out, failed (5xx) or rate-limited us: try again later."""
+
+
 def client(settings: Settings) -> stripe.StripeClient:
     if not settings.stripe_api_key:
         raise ApiNotConfigured("STRIPE_API_KEY is not set: this command reads Stripe's API")
@@ -69,6 +73,8 @@ def get(
         if exc.http_status == 404:
             raise NotFound(f"GET {path}: 404 {exc.user_message or ''}".strip()) from None
         raise ApiFailed(f"GET {path}: {exc.http_status} {exc.user_message or ''}".strip()) from None
+    except (stripe.APIConnectionError, stripe.APIError, stripe.RateLimitError) as exc:
+        raise Unavailable(failure(path, exc)) from None
     except stripe.StripeError as exc:
         raise ApiFailed(failure(path, exc)) from None
     body = json.loads(response.body)

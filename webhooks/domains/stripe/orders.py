@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import psycopg
 import structlog
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from webhooks.core import jobs, ledger
 from webhooks.core.events import Event, require_created, require_id
@@ -33,7 +33,8 @@ from webhooks.core.outcomes import FULFILLED, HELD
 from webhooks.core.parts import Parts
 from webhooks.infra.db import cursor, one, storable
 
-from . import scope
+from . import line_items, scope
+from .line_items import LineItem
 from .payments import facts_params, note
 
 log = structlog.get_logger(__name__)
@@ -72,6 +73,9 @@ class OrderFulfilledJob(_Order):
     model_config = ConfigDict(title="An order to ship")
 
     kind: Literal["order.fulfilled"]
+    line_items: list[LineItem] = Field(default_factory=list)
+    """what the order bought, for a Checkout Session's order: its line items, in Stripe's order. Absent
+    when the order has no session, and while STRIPE_API_KEY is unset (docs/outbox.md, Line items)"""
 
 
 class PaymentReviewJob(_Order):
@@ -86,7 +90,7 @@ class PaymentReviewJob(_Order):
 
 
 # The job kinds the decision writes (orders.sql).
-ORDER_FULFILLED = jobs.documented(OrderFulfilledJob)
+ORDER_FULFILLED = jobs.documented(OrderFulfilledJob, complete=line_items.complete)
 PAYMENT_REVIEW = jobs.documented(PaymentReviewJob)
 # Why a payment that succeeded is not shipped, besides `held` (refunded,
 # disputed or fraud-warned before its success: payment.review).
