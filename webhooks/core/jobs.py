@@ -121,7 +121,7 @@ def documented(model: type[Job], perform: Perform | None = None, complete: Compl
 def _partial(model: type[Job]) -> type[Job]:
     """`model` with every field optional: what one event states of a job, checked field by field."""
     optional: dict[str, Any] = {
-        name: (info.annotation, FieldInfo.merge_field_infos(info, default=None))
+        name: (info.annotation, FieldInfo.merge_field_infos(info, default=None, default_factory=None))
         for name, info in model.model_fields.items()
     }
     return create_model(f"Partial{model.__name__}", __base__=model, **optional)
