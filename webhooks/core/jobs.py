@@ -29,8 +29,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from webhooks.infra.config import Settings
-from webhooks.infra.errors import PublicError
 from webhooks.infra.db import LazyPool
+from webhooks.infra.errors import PublicError
 
 from .events import Event
 

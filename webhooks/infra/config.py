@@ -317,8 +317,8 @@ class Settings(_FromEnv):
     stripe_api_key: Annotated[str | None, rule(_api_key)] = setting(
         "STRIPE_API_KEY",
         None,
-        shown="none (`backfill`, `reconcile`, the thin-event fetch and the fetch of a charge's refunds at API "
-        "versions 2022-11-15 to 2024-10-28.acacia refuse: those jobs fail and are retried)",
+        shown="none (`backfill`, `reconcile`, the thin-event fetch and the fetch of a charge's refunds at "
+        "API versions 2022-11-15 to 2024-10-28.acacia refuse: those jobs fail and are retried)",
         secret=True,
     )
     """a restricted key with read access to events, payment intents, checkout sessions, charges, refunds,

@@ -149,8 +149,8 @@ def test_an_object_whose_status_is_null_is_refused_for_good_and_ships_nothing(cl
 
 
 def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuing_a_job(client, db):
-    """The job would break its model (orders.OrderFulfilledJob, docs/schemas/order.fulfilled.json): the transaction fails, 500,
-    recorded for an operator, and Stripe retries; no fulfilment, no job. (The Checkout Session object
+    """The job would break its model (orders.OrderFulfilledJob, docs/schemas/order.fulfilled.json): the
+    transaction fails, 500, recorded for an operator, and Stripe retries; no fulfilment, no job. (The Checkout Session object
     documents `amount_total` and `currency` as nullable, so the declared input lets them through.)"""
     evt, _, _ = samples.payment_events()
     evt["data"]["object"].update(amount_total=None, currency=None)
@@ -159,7 +159,8 @@ def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuin
     assert _state(db) == NOTHING_MOVED
     assert count_rows(db, "webhook_events") == 0
     failures = db.execute("SELECT error_class, error_message FROM webhook_failures").fetchall()
-    assert failures == [("InvalidJob", "order.fulfilled job: field amount breaks its model: Input should be a valid integer")]
+    broken = "order.fulfilled job: field amount breaks its model: Input should be a valid integer"
+    assert failures == [("InvalidJob", broken)]
 
 
 def _funds(db) -> tuple:
