@@ -150,8 +150,9 @@ def test_an_object_whose_status_is_null_is_refused_for_good_and_ships_nothing(cl
 
 def test_a_paid_session_without_an_amount_fails_the_delivery_instead_of_enqueuing_a_job(client, db):
     """The job would break its model (orders.OrderFulfilledJob, docs/schemas/order.fulfilled.json): the
-    transaction fails, 500, recorded for an operator, and Stripe retries; no fulfilment, no job. (The Checkout Session object
-    documents `amount_total` and `currency` as nullable, so the declared input lets them through.)"""
+    transaction fails, 500, recorded for an operator, and Stripe retries; no fulfilment, no job. (The
+    Checkout Session object documents `amount_total` and `currency` as nullable, so the declared input
+    lets them through.)"""
     evt, _, _ = samples.payment_events()
     evt["data"]["object"].update(amount_total=None, currency=None)
     response = post_event(client, evt)
