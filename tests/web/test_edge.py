@@ -366,6 +366,9 @@ def test_refresh_writes_a_providers_published_list_after_checking_every_entry(tm
         ),
         ('{"WEBHOOKS": []}', " lists no address: it would refuse every delivery"),
         ("3.18.12.63\n<html>\n", " line 2: '<html>' is not an IP address or network"),
+        # An IPv6 scope id is any text after `%` to Python: here, a directive for nginx.
+        ("3.18.12.63\nfe80::1%eth0;allow all\n", " line 2: 'fe80::1%eth0;allow all' has a scope id"),
+        ('{"WEBHOOKS": ["fe80::1%eth0"]}', ": WEBHOOKS item 1: 'fe80::1%eth0' has a scope id"),
         ("# nothing\n", " lists no address: it would refuse every delivery"),
     ],
 )
@@ -376,5 +379,5 @@ def test_refresh_changes_nothing_on_a_file_that_is_not_a_list_and_names_the_entr
 
     ran = command("allowlist", "refresh", "stripe", str(downloaded), WEBHOOK_ALLOWLIST_DIR=str(tmp_path))
 
-    assert one_error_line(ran) == f"error: {downloaded}{said}"
+    assert one_error_line(ran).startswith(f"error: {downloaded}{said}")
     assert (tmp_path / "stripe.txt").read_text() == "3.18.12.63\n"
