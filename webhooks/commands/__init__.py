@@ -15,6 +15,7 @@ from . import (
     db,
     errors,
     events,
+    install,
     loadtest,
     migrate,
     outbox,
@@ -28,6 +29,7 @@ from . import (
 
 # In the order `--help` lists them.
 COMMANDS = (
+    install,
     migrate,
     serve,
     db,

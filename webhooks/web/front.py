@@ -11,8 +11,9 @@ answers whole, so a client that does not read holds no thread either.
 
 The front's config is rendered here, from the service's settings, and
 nowhere else: `python -m webhooks serve` writes it into the front's folder
-beside gunicorn's sockets and the front's log of the requests the app did not
-answer, which `serve` tallies for /metrics (webhooks/web/refusals.py).
+beside the front's log of the requests the app did not answer, which `serve`
+tallies for /metrics (webhooks/web/refusals.py). gunicorn's sockets are in a
+subfolder of it, the only part gunicorn may write (`make_folder`).
 
 The front also serves the scraper's port, on a socket of gunicorn's own and
 a few scrapes at a time; admits a provider's deliveries only from the
@@ -34,6 +35,8 @@ from webhooks.infra.config import SettingError, Settings, network
 from . import WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
+# gunicorn's folder in the front's: its sockets, and nothing root opens.
+SOCKETS = "sockets"
 SOCKET = "gunicorn.sock"
 # gunicorn's second socket, the scraper's: the front's metrics listener alone hands requests to it.
 METRICS_SOCKET = "metrics.sock"
@@ -208,34 +211,67 @@ http {
 # Where a service started as root keeps its front's folder: the runtime
 # folder only root may write in, not the world-writable temporary one.
 _ROOT_RUNTIME = Path("/run")
+# Opening a name in a folder: never through a link, never a file someone put there first.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def make_folder(settings: Settings) -> Path:
-    """The front's folder: gunicorn's socket, and nginx's config, pid file and buffered bodies.
+    """The front's folder: nginx's config, pid file, log and buffered bodies; gunicorn's sockets below it.
 
-    Started as root, it is made in /run, owned by the service's user and
-    group, 0710: nginx's workers, in that group, reach the socket by its
-    name (connecting takes search permission on the folder) but cannot list
-    the folder, and no other user may enter it. Otherwise it is its user's
-    alone (0700), in the temporary folder, and nginx's workers are that user.
+    Started as root, it is made in /run, root's, in the service's group,
+    0710: no other user may write in it, so nothing root opens there (the
+    config nginx reads, the log the tally reads, the counts the workers
+    read) can be replaced or linked elsewhere. gunicorn, which runs as the
+    service's user, binds its sockets in `sockets/`, that user's own, 0710:
+    nginx's workers, in the service's group, reach the sockets by name
+    (connecting takes search permission on each folder) but can list
+    neither folder, and no other user may enter them. Otherwise the folder
+    and its subfolder are their user's alone (0700), in the temporary folder,
+    and every process is that user.
     """
     if not privilege.as_root():
-        return Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+        folder = Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+        (folder / SOCKETS).mkdir(mode=0o700)
+        return folder
     account = privilege.service_account(settings)
+    # mkdtemp makes it root's, 0700: its group and mode are set before anyone else may enter.
     folder = Path(
         tempfile.mkdtemp(prefix="webhooks-front-", dir=_ROOT_RUNTIME if _ROOT_RUNTIME.is_dir() else None)
     )
-    os.chown(folder, account.uid, account.gid)
-    folder.chmod(0o710)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchown(fd, 0, account.gid)
+        os.fchmod(fd, 0o710)
+        os.mkdir(SOCKETS, mode=0o700, dir_fd=fd)
+        sockets = os.open(SOCKETS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            os.fchown(sockets, account.uid, account.gid)
+            os.fchmod(sockets, 0o710)
+        finally:
+            os.close(sockets)
+    finally:
+        os.close(fd)
     return folder
 
 
+def write_config(front_dir: Path, text: str) -> Path:
+    """nginx.conf in the front's folder, made new (never through a link or over a file), root's alone."""
+    fd = os.open(front_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        config = os.open(CONFIG, _CREATE, 0o600, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with open(config, "w") as written:
+        written.write(text)
+    return front_dir / CONFIG
+
+
 def socket_path(front_dir: str | Path) -> Path:
-    return Path(front_dir) / SOCKET
+    return Path(front_dir) / SOCKETS / SOCKET
 
 
 def metrics_socket_path(front_dir: str | Path) -> Path:
-    return Path(front_dir) / METRICS_SOCKET
+    return Path(front_dir) / SOCKETS / METRICS_SOCKET
 
 
 def refused_log(front_dir: str | Path) -> Path:
