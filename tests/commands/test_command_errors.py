@@ -255,3 +255,16 @@ def test_the_console_script_is_the_same_command_from_any_folder(tmp_path):
         [str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
     )
     assert ran.stdout.startswith("usage: webhooks ")
+
+
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("http://x y/", "has whitespace or a control character in it"),
+        ("http://receiver.internal/\r\nHost: elsewhere", "has whitespace or a control character in it"),
+        ("http://receiver.internal:99999/", "the port after 'receiver.internal' is not a port number"),
+    ],
+)
+def test_the_worker_refuses_an_outbox_url_no_delivery_could_reach_in_one_line(database_url, url, said):
+    ran = command("worker", DATABASE_URL=database_url, WEBHOOK_OUTBOX_URL=url)
+    assert one_error_line(ran).startswith(f"error: WEBHOOK_OUTBOX_URL: {said}")

@@ -197,7 +197,7 @@ def _import_path() -> list[Path]:
 def _first_failing(account: Account, test: str, folders: list[Path]) -> str | None:
     """The first of `folders` that fails the shell `test` (on "$f"), asked of the kernel as `account`."""
     done = subprocess.run(
-        ["sh", "-c", f'for f do {test} || {{ printf %s "$f"; exit 1; }}; done', "sh"]
+        ["/bin/sh", "-c", f'for f do {test} || {{ printf %s "$f"; exit 1; }}; done', "sh"]
         + [str(f) for f in folders],
         **as_user(account),
         cwd="/",
