@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from webhooks.infra import embedded, privilege
+from webhooks.infra import install, privilege
 from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.infra.logs import configure as configure_logging
 from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
@@ -25,14 +25,11 @@ def _checked():
     settings, process = serving()
     # Started as root, the master stays root and the workers run as the
     # service's user (webhooks/infra/privilege.py); post_fork sets their groups.
-    account = privilege.service_account(settings) if privilege.as_root() else None
-    if account:
-        privilege.check_import_path(account)
-        if not settings.database_url:
-            embedded.check_admitted(embedded.pgdata(settings.data_dir), account)
+    if privilege.as_root():
+        return settings, process, install.check(settings, process, front=False)
     if process.metrics_dir:
-        privilege.check_writable(account, process.metrics_dir, "PROMETHEUS_MULTIPROC_DIR")
-    return settings, process, account
+        privilege.check_writable(None, process.metrics_dir, "PROMETHEUS_MULTIPROC_DIR")
+    return settings, process, None
 
 
 try:

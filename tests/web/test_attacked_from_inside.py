@@ -27,8 +27,9 @@ import psutil
 import pytest
 import requests
 
+from tests.support.commands import ROOT, command
 from tests.support.front import address, counted_since, deliver, refusals
-from webhooks.infra import privilege
+from webhooks.infra import embedded, privilege
 from webhooks.infra.config import Settings
 
 as_root = pytest.mark.skipif(
@@ -74,6 +75,9 @@ def append(path):
 
 
 for folder in folders:
+    # A link to the secret's folder, for whatever root removes or walks at stop.
+    outside = os.path.join(folder, "outside")
+    attempt(f"linked {outside}", lambda: os.symlink(os.path.dirname(secret), outside))
     for name in names:
         path = os.path.join(folder, name)
         attempt(f"replaced {path}", lambda: replace(path))
@@ -137,7 +141,10 @@ def _readable_by(account: privilege.Account, folders: list[Path]) -> str:
 
 @pytest.mark.system
 @as_root
-def test_the_service_user_can_make_root_write_read_or_trust_nothing_of_its_choosing(front, workers_tmp):
+@pytest.mark.parametrize("database", ["server", "embedded"])
+def test_the_service_user_can_make_root_write_read_or_trust_nothing_of_its_choosing(
+    front, workers_tmp, data_dir, database
+):
     account = privilege.service_account(Settings())
     outside = Path(tempfile.mkdtemp(prefix="webhooks-root-only-"))
     secret = outside / "secret"
@@ -148,22 +155,30 @@ def test_the_service_user_can_make_root_write_read_or_trust_nothing_of_its_choos
     metrics = workers_tmp / "metrics"
     metrics.mkdir()
     os.chown(metrics, account.uid, account.gid)
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+    roots = []  # folders of the stack that are root's (or PostgreSQL's): nothing may be planted there
+    if database == "embedded":
+        env |= {"DATABASE_URL": "", "WEBHOOK_DATA_DIR": data_dir}
+        installed = command("install", **env)
+        assert installed.returncode == 0, installed.stderr
+        roots += [ROOT / data_dir, embedded.pgdata(data_dir)]
     try:
-        server = front(PROMETHEUS_MULTIPROC_DIR=str(metrics))
+        server = front(**env)
         folder = _front_folder(server)
-        folders = [folder, folder / "sockets", metrics]
+        roots.append(folder)
+        owns = [folder / "sockets", metrics]
         config_before = (folder / "nginx.conf").read_bytes()
         counted_before = refusals(server)
 
         own = folder / "sockets" / "own"
-        done = _as_service(
-            account, str(secret), str(own), json.dumps([str(f) for f in folders]), json.dumps(_ROOTS_NAMES)
-        )
-        # Nothing in the front's folder: it is root's, and root's files in it are root's.
-        assert [what for what in done if Path(what.split()[1]).parent == folder] == []
+        folders = json.dumps([str(f) for f in [*roots, *owns]])
+        done = _as_service(account, str(secret), str(own), folders, json.dumps(_ROOTS_NAMES))
+        # Nothing in root's folders, and root's files in them are root's.
+        assert [what for what in done if Path(what.split()[1]).parent in roots] == []
         # Its own folders it may fill as it likes: what follows shows that root never looks there.
-        for own_folder in folders[1:]:
+        for own_folder in owns:
             assert f"linked {own_folder / 'refusals.json.new'}" in done
+            assert f"linked {own_folder / 'outside'}" in done
 
         for _ in range(3):
             _refused_framing(server)
@@ -174,13 +189,18 @@ def test_the_service_user_can_make_root_write_read_or_trust_nothing_of_its_choos
 
         assert _state(secret) == before
         assert (folder / "nginx.conf").read_bytes() == config_before
-        leaked = _readable_by(account, folders) + page
+        leaked = _readable_by(account, [*roots, *owns]) + page
         assert word not in leaked
         for name in ("nginx.conf", "nginx.pid", "refused.log", "refusals.json"):
             info = (folder / name).lstat()
             assert stat.S_ISREG(info.st_mode) and info.st_uid != account.uid, name
         with pytest.raises(PermissionError):
             _open_as(account, folder / "nginx.conf")
+
+        # At stop root removes the front's folder, its sockets' folder and all: never through a link.
+        server.stop()
+        assert not folder.exists()
+        assert _state(secret) == before
     finally:
         subprocess.run(["rm", "-rf", str(outside)], check=True)
 

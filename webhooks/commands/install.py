@@ -25,26 +25,15 @@ from __future__ import annotations
 
 import argparse
 
-from webhooks.infra import embedded, privilege
+from webhooks.infra import install, privilege
 from webhooks.infra.config import Settings
 
 
 def _install(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
     if not privilege.as_root():
         print("install: nothing to make without root: every process runs as the user who starts it")
         return 0
-    service, front = privilege.make_accounts(settings)
-    privilege.open_import_path(service)
-    made = [f"users {service.name} and {front.name}", f"Python's path readable by {service.name}"]
-    if not settings.database_url:
-        folder = embedded.pgdata(settings.data_dir)
-        started_here = not embedded.running(folder)
-        embedded.url(folder)
-        embedded.admit(folder, service)
-        if started_here:
-            embedded.stop(folder)
-        made.append(f"the embedded database in {folder}, reachable by {service.name}")
+    made = install.install(Settings.from_env())
     print(f"install: {', '.join(made)}: serve may start as root")
     return 0
 

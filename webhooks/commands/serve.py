@@ -37,8 +37,8 @@ from pathlib import Path
 import structlog
 
 from webhooks import bootstrap
-from webhooks.infra import embedded, migrate, privilege
-from webhooks.infra.config import Process, Settings, serving
+from webhooks.infra import embedded, install, migrate, privilege
+from webhooks.infra.config import Settings, serving
 from webhooks.web import front, refusals
 
 from .errors import CommandError
@@ -232,19 +232,6 @@ def _database(settings: Settings):
     return url, folder if started_here else None
 
 
-def _check_installed(settings: Settings, process: Process, front: bool) -> None:
-    """As root: SettingError naming the install step where it was not done, or naming a folder the
-    workers cannot write; changes nothing."""
-    service = privilege.service_account(settings)
-    if front:
-        privilege.front_account(settings)
-    privilege.check_import_path(service)
-    if not settings.database_url:
-        embedded.check_admitted(embedded.pgdata(settings.data_dir), service)
-    if process.metrics_dir:
-        privilege.check_writable(service, process.metrics_dir, "PROMETHEUS_MULTIPROC_DIR")
-
-
 def _serve(args: argparse.Namespace) -> int:
     # gunicorn's settings too: a bad one is this command's one line, not a dead gunicorn.
     settings, process = serving()
@@ -263,7 +250,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
         host = _LOOPBACK
     if privilege.as_root():
-        _check_installed(settings, process, front=nginx is not None)
+        install.check(settings, process, front=nginx is not None)
     check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)
