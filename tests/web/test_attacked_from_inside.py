@@ -222,3 +222,19 @@ def _open_as(account: privilege.Account, path: Path) -> None:
     if code == errno.EACCES:
         raise PermissionError(code, os.strerror(code), str(path))
     assert code == 0, os.strerror(code)
+
+
+@pytest.mark.system
+@as_root
+def test_the_shops_handler_modules_are_imported_by_the_service_user_never_by_root(front, workers_tmp):
+    """A handler module in a folder the service's user may write: serve checks it imports, but not as root."""
+    (workers_tmp / "planted_handlers.py").write_text(
+        "import os, pathlib\npathlib.Path(__file__).with_name(f'imported-by-{os.geteuid()}').touch()\n"
+    )
+    account = privilege.service_account(Settings())
+    front(
+        WEBHOOK_HANDLER_MODULES="tests.support.handlers,planted_handlers",
+        PYTHONPATH=f"{ROOT}:{workers_tmp}",
+    )
+
+    assert sorted(p.name for p in workers_tmp.glob("imported-by-*")) == [f"imported-by-{account.uid}"]

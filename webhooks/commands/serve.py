@@ -38,7 +38,7 @@ import structlog
 
 from webhooks import bootstrap
 from webhooks.infra import embedded, install, migrate, privilege
-from webhooks.infra.config import Settings, serving
+from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.web import front, refusals
 
 from .errors import CommandError
@@ -232,11 +232,45 @@ def _database(settings: Settings):
     return url, folder if started_here else None
 
 
+# The shop's handler modules imported as the workers import them, in a process of the service's user.
+_IMPORT_HANDLERS = """
+import sys
+from webhooks import bootstrap
+from webhooks.infra.config import SettingError, serving
+try:
+    bootstrap.handlers(serving()[0])
+except SettingError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def _check_handlers(settings: Settings, service: privilege.Account | None) -> None:
+    """The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
+
+    Started as root, they are imported as the service's user, as the workers
+    import them: root runs none of the shop's code, which may lie in a folder
+    another user can write.
+    """
+    if service is None:
+        bootstrap.handlers(settings)
+        return
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_HANDLERS],
+        **privilege.as_user(service),
+        cwd=os.getcwd(),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        if not said.startswith("WEBHOOK_HANDLER_MODULES: "):
+            said = f"WEBHOOK_HANDLER_MODULES: importing them as {service.name} failed: {said}"
+        raise SettingError(said)
+
+
 def _serve(args: argparse.Namespace) -> int:
     # gunicorn's settings too: a bad one is this command's one line, not a dead gunicorn.
     settings, process = serving()
-    # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
-    bootstrap.handlers(settings)
     port = args.port or settings.port
     nginx = nginx_binary(settings)
     if nginx:
@@ -249,8 +283,8 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         host = _LOOPBACK
-    if privilege.as_root():
-        install.check(settings, process, front=nginx is not None)
+    service = install.check(settings, process, front=nginx is not None) if privilege.as_root() else None
+    _check_handlers(settings, service)
     check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)
