@@ -141,6 +141,24 @@ def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path, line, sa
     )
 
 
+@pytest.mark.system
+def test_serve_reads_no_allowlist_through_a_link_so_no_other_file_is_read_or_quoted(tmp_path):
+    conftest.require_front()
+    secret = tmp_path / "secret"
+    secret.write_text("hunter2-never-quoted\n")
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "stripe.txt").symlink_to(secret)
+    ran = command(
+        "serve",
+        PORT=str(conftest._free_port()),
+        STRIPE_WEBHOOK_ALLOWLIST="on",
+        WEBHOOK_ALLOWLIST_DIR=str(tmp_path / "lists"),
+    )
+    link = tmp_path / "lists" / "stripe.txt"
+    assert one_error_line(ran) == f"error: STRIPE_WEBHOOK_ALLOWLIST: {link} is a link: name the file itself"
+    assert "hunter2" not in ran.stderr + ran.stdout
+
+
 def test_a_database_url_that_is_not_a_url_does_not_echo_its_password():
     line = one_error_line(command("events", "list", DATABASE_URL="postgres:/shop:hunter2@db/shop"))
     assert line.startswith("error: DATABASE_URL: not a PostgreSQL URL") and "hunter2" not in line

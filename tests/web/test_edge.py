@@ -381,3 +381,22 @@ def test_refresh_changes_nothing_on_a_file_that_is_not_a_list_and_names_the_entr
 
     assert one_error_line(ran).startswith(f"error: {downloaded}{said}")
     assert (tmp_path / "stripe.txt").read_text() == "3.18.12.63\n"
+
+
+def test_refresh_writes_through_no_link_planted_in_the_lists_folder(tmp_path):
+    """The list's folder may be one another user can write; whoever runs refresh (root, often) writes
+    only the list."""
+    victim = tmp_path / "victim"
+    victim.write_text("only its owner's\n")
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "stripe.txt.new").symlink_to(victim)
+    downloaded = tmp_path / "ips_webhooks.txt"
+    downloaded.write_text("3.18.12.63\n")
+
+    ran = command("allowlist", "refresh", "stripe", str(downloaded), WEBHOOK_ALLOWLIST_DIR=str(lists))
+
+    assert ran.returncode == 0, ran.stderr
+    assert victim.read_text() == "only its owner's\n"
+    assert front.read_allowlist(lists / "stripe.txt") == ["3.18.12.63"]
+    assert sorted(p.name for p in lists.iterdir()) == ["stripe.txt"]

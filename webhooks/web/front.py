@@ -23,8 +23,10 @@ proxies, takes the client to be the address they pass on.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,15 +257,21 @@ def make_folder(settings: Settings) -> Path:
 
 
 def write_config(front_dir: Path, text: str) -> Path:
-    """nginx.conf in the front's folder, made new (never through a link or over a file), root's alone."""
-    fd = os.open(front_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """nginx.conf in the front's folder, root's alone."""
+    return write_new(front_dir / CONFIG, text, 0o600)
+
+
+def write_new(path: Path, text: str, mode: int) -> Path:
+    """`text` as the file `path`, made new under its folder's descriptor: never written through a
+    link, nor into a file that someone who may write the folder put there first."""
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        config = os.open(CONFIG, _CREATE, 0o600, dir_fd=fd)
+        made = os.open(path.name, _CREATE, mode, dir_fd=fd)
     finally:
         os.close(fd)
-    with open(config, "w") as written:
+    with open(made, "w") as written:
         written.write(text)
-    return front_dir / CONFIG
+    return path
 
 
 def socket_path(front_dir: str | Path) -> Path:
@@ -350,7 +358,7 @@ def read_allowlist(path: Path) -> list[str]:
     ValueError names the line that is neither.
     """
     found = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(_read_file(path).splitlines(), 1):
         entry = line.split("#", 1)[0].strip()
         if entry:
             try:
@@ -360,6 +368,21 @@ def read_allowlist(path: Path) -> list[str]:
     if not found:
         raise ValueError(f"{path} lists no address: it would refuse every delivery")
     return found
+
+
+def _read_file(path: Path) -> str:
+    """The text of a file named by an operator's setting, read by root at start: never through a link
+    (one planted by a user who may write the folder would have root read, and a refusal quote, any file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a link: name the file itself") from None
+        raise
+    with open(fd, encoding="utf-8", errors="replace") as opened:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a file")
+        return opened.read()
 
 
 def _allowlisted(settings: Settings, name: str) -> str:
