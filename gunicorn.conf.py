@@ -13,23 +13,31 @@ import sys
 import tempfile
 from pathlib import Path
 
-from webhooks.infra import embedded, privilege
+from webhooks.infra import install, privilege
 from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.infra.logs import configure as configure_logging
 from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
 
-# Every setting checked before gunicorn starts anything: a bad one is one line and exit 1.
+
+def _checked():
+    """Every setting, and as root the install step and the folders the workers write, checked
+    before gunicorn starts anything: what is wrong is one line and exit 1, and nothing changes."""
+    settings, process = serving()
+    # Started as root, the master stays root and the workers run as the
+    # service's user (webhooks/infra/privilege.py); post_fork sets their groups.
+    if privilege.as_root():
+        return settings, process, install.check(settings, process, front=False)
+    if process.metrics_dir:
+        privilege.check_writable(None, process.metrics_dir, "PROMETHEUS_MULTIPROC_DIR")
+    return settings, process, None
+
+
 try:
-    _settings, _process = serving()
+    _settings, _process, _account = _checked()
 except SettingError as exc:
     sys.exit(f"error: {exc}")
-# The master's own lines (a user made, a folder opened) as the workers' JSON lines.
 configure_logging(_process.log_level)
-# Started as root, the master stays root and the workers run as the
-# service's user (webhooks/infra/privilege.py); post_fork sets their groups.
-_account = privilege.service_account(_settings) if privilege.as_root() else None
 if _account:
-    privilege.open_import_path(_account)
     user, group = _account.uid, _account.gid
 # The socket is its owner's and its group's (nginx's workers): 0660.
 umask = 0o117
@@ -84,10 +92,7 @@ def on_starting(server):
     # unset, workers share one embedded server instead of racing to start it.
     from webhooks.infra.db import database_url
 
-    settings = Settings.from_env()
-    os.environ["DATABASE_URL"] = database_url(settings)
-    if _account and not settings.database_url:
-        embedded.admit(embedded.pgdata(settings.data_dir), _account)
+    os.environ["DATABASE_URL"] = database_url(Settings.from_env())
     # Counts left by an earlier server in a configured folder are not ours.
     for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
         stale.unlink()

@@ -116,6 +116,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     machine.running = item
 
 
+@pytest.fixture(scope="session", autouse=True)
+def installed() -> None:
+    """As root, what `python -m webhooks install` makes for every start (the service's users, Python's
+    path open to them), as on a machine it ran on: `serve` started as root only checks it."""
+    if privilege.as_root():
+        privilege.open_import_path(privilege.make_accounts(Settings())[0])
+
+
 @pytest.fixture(scope="session")
 def server_url() -> str:
     """DATABASE_URL, else the machine's server, else an embedded one."""

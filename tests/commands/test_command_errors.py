@@ -94,6 +94,11 @@ def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, val
             "WEBHOOK_TRUSTED_PROXIES: '10.0.0.0/8;allow all' is not an IP address or network",
         ),
         (
+            {"WEBHOOK_TRUSTED_PROXIES": "::1%1;return 418"},
+            "WEBHOOK_TRUSTED_PROXIES: '::1%1;return 418' has a scope id (%...): "
+            "name the address or network without one",
+        ),
+        (
             {"STRIPE_WEBHOOK_ALLOWLIST": "maybe"},
             "STRIPE_WEBHOOK_ALLOWLIST: 'maybe' is not on or off (also true/false, yes/no, 1/0)",
         ),
@@ -115,19 +120,44 @@ def test_serve_refuses_a_setting_rendered_into_the_fronts_config_before_anything
 
 
 @pytest.mark.system
-def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path):
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ("3.18.12.999", "'3.18.12.999' is not an IP address or network"),
+        # Written by hand, past `allowlist refresh`: still refused at start, before nginx reads it.
+        ("fe80::1%eth0;allow all", "'fe80::1%eth0;allow all' has a scope id"),
+    ],
+)
+def test_serve_names_the_line_of_an_allowlist_that_is_not_one(tmp_path, line, said):
     conftest.require_front()
-    (tmp_path / "stripe.txt").write_text("# Stripe's\n3.18.12.63\n3.18.12.999\n")
+    (tmp_path / "stripe.txt").write_text(f"# Stripe's\n3.18.12.63\n{line}\n")
     ran = command(
         "serve",
         PORT=str(ports.free_port()),
         STRIPE_WEBHOOK_ALLOWLIST="on",
         WEBHOOK_ALLOWLIST_DIR=str(tmp_path),
     )
-    assert one_error_line(ran) == (
-        f"error: STRIPE_WEBHOOK_ALLOWLIST: {tmp_path / 'stripe.txt'} line 3: "
-        "'3.18.12.999' is not an IP address or network"
+    assert one_error_line(ran).startswith(
+        f"error: STRIPE_WEBHOOK_ALLOWLIST: {tmp_path / 'stripe.txt'} line 3: {said}"
     )
+
+
+@pytest.mark.system
+def test_serve_reads_no_allowlist_through_a_link_so_no_other_file_is_read_or_quoted(tmp_path):
+    conftest.require_front()
+    secret = tmp_path / "secret"
+    secret.write_text("hunter2-never-quoted\n")
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "stripe.txt").symlink_to(secret)
+    ran = command(
+        "serve",
+        PORT=str(conftest._free_port()),
+        STRIPE_WEBHOOK_ALLOWLIST="on",
+        WEBHOOK_ALLOWLIST_DIR=str(tmp_path / "lists"),
+    )
+    link = tmp_path / "lists" / "stripe.txt"
+    assert one_error_line(ran) == f"error: STRIPE_WEBHOOK_ALLOWLIST: {link} is a link: name the file itself"
+    assert "hunter2" not in ran.stderr + ran.stdout
 
 
 def test_a_database_url_that_is_not_a_url_does_not_echo_its_password():
@@ -244,3 +274,16 @@ def test_the_console_script_is_the_same_command_from_any_folder(tmp_path):
         [str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
     )
     assert ran.stdout.startswith("usage: webhooks ")
+
+
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("http://x y/", "has whitespace or a control character in it"),
+        ("http://receiver.internal/\r\nHost: elsewhere", "has whitespace or a control character in it"),
+        ("http://receiver.internal:99999/", "the port after 'receiver.internal' is not a port number"),
+    ],
+)
+def test_the_worker_refuses_an_outbox_url_no_delivery_could_reach_in_one_line(database_url, url, said):
+    ran = command("worker", DATABASE_URL=database_url, WEBHOOK_OUTBOX_URL=url)
+    assert one_error_line(ran).startswith(f"error: WEBHOOK_OUTBOX_URL: {said}")

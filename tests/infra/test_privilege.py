@@ -85,18 +85,21 @@ def test_started_as_root_no_worker_is_root_and_only_the_front_reaches_the_socket
     service, front_user = privilege.service_account(settings), privilege.front_account(settings)
     served = _served(server)
     folder = _front_folder(server)
-    sock = folder / "gunicorn.sock"
+    sock = folder / "sockets" / "gunicorn.sock"
 
     assert len(served["gunicorn workers"]) == 2 and served["nginx workers"]
     for worker in served["gunicorn workers"]:
         assert _identity(worker) == ({service.uid}, {service.gid}, set(service.groups()))
     for worker in served["nginx workers"]:
         assert _identity(worker) == ({front_user.uid}, {service.gid}, {service.gid})
-    # The masters stay root: they bind, start and stop the workers, and serve nothing themselves.
-    assert {0} == set(served["gunicorn master"][0].uids()) == set(served["nginx master"][0].uids())
+    # nginx's master stays root, to bind the public ports; gunicorn, on Unix sockets alone, needs no root.
+    assert set(served["nginx master"][0].uids()) == {0}
+    assert _identity(served["gunicorn master"][0]) == ({service.uid}, {service.gid}, set(service.groups()))
 
     assert Path(tempfile.gettempdir()) not in folder.parents
-    assert _mode_and_owner(folder) == (0o710, service.uid, service.gid)
+    # The front's folder is root's: the service's user may enter it, and write only in its sockets' folder.
+    assert _mode_and_owner(folder) == (0o710, 0, service.gid)
+    assert _mode_and_owner(sock.parent) == (0o710, service.uid, service.gid)
     assert stat.S_ISSOCK(sock.stat().st_mode)
     assert _mode_and_owner(sock) == (0o660, service.uid, service.gid)
     assert _connect_as(NOBODY, NOBODY, sock) == errno.EACCES
@@ -123,8 +126,9 @@ def test_without_root_every_process_is_the_user_who_started_serve(database_url):
         assert len(served["gunicorn workers"]) == 2 and served["nginx workers"]
         assert Path(tempfile.gettempdir()) in folder.parents
         assert _mode_and_owner(folder) == (0o700, user.uid, user.gid)
-        assert _mode_and_owner(folder / "gunicorn.sock") == (0o660, user.uid, user.gid)
-        assert _connect_as(NOBODY, NOBODY, folder / "gunicorn.sock") == errno.EACCES
+        assert _mode_and_owner(folder / "sockets") == (0o700, user.uid, user.gid)
+        assert _mode_and_owner(folder / "sockets" / "gunicorn.sock") == (0o660, user.uid, user.gid)
+        assert _connect_as(NOBODY, NOBODY, folder / "sockets" / "gunicorn.sock") == errno.EACCES
         deliver(server)
     finally:
         server.stop()

@@ -129,3 +129,52 @@ def test_good_values_pass_and_the_pool_follows_the_threads_under_gunicorn():
     assert (process.threads, process.workers, settings.pool_max_size) == (12, 3, 12)
     assert Process.from_env({}).threads == 8 and Settings.from_env({}).pool_max_size == 2
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}\.\w+", Settings().stripe_api_version)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        # Python's ipaddress takes any text after `%` as an IPv6 scope id: here, an nginx directive.
+        ("WEBHOOK_TRUSTED_PROXIES", "::1%1;return 418"),
+        ("WEBHOOK_TRUSTED_PROXIES", "10.0.0.1,fe80::1%eth0"),
+        ("HOST", "::1%1;return 418"),
+        ("METRICS_HOST", "fe80::1%eth0"),
+    ],
+)
+def test_an_ipv6_scope_id_is_refused_wherever_an_address_reaches_the_fronts_config(variable, value):
+    with pytest.raises(SettingError, match=f"^{variable}: .*scope id"):
+        serving({variable: value})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://x y/",
+        "http://receiver.internal/\r\nHost: elsewhere",
+        "http://receiver.internal/\thooks",
+        "http://receiver.internal:99999/hooks",
+        "http://receiver.internal:0/hooks",
+        "http://receiver.internal:http/hooks",
+        "http://receiver;internal/hooks",
+        "http://[fe80::1%25eth0]:8080/hooks",
+        "ftp://receiver.internal/hooks",
+    ],
+)
+def test_the_outbox_url_is_parsed_whole_host_port_and_no_whitespace_or_control_character(value):
+    with pytest.raises(SettingError) as refused:
+        Settings.from_env({"WEBHOOK_OUTBOX_URL": value})
+    assert str(refused.value).startswith("WEBHOOK_OUTBOX_URL: ") and "\n" not in str(refused.value)
+
+
+def test_good_outbox_urls_and_proxies_are_written_back_as_parsed():
+    settings = Settings.from_env(
+        {
+            "WEBHOOK_OUTBOX_URL": " https://user:pw@receiver.internal:8443/hooks?x=1 ",
+            "WEBHOOK_TRUSTED_PROXIES": "10.0.0.7/8, 2600:1f18:0::/32, ::1",
+        }
+    )
+    assert settings.outbox_url == "https://user:pw@receiver.internal:8443/hooks?x=1"
+    assert settings.trusted_proxies == ("10.0.0.0/8", "2600:1f18::/32", "::1")
+    assert (
+        Settings.from_env({"WEBHOOK_OUTBOX_URL": "http://[::1]:9000/h"}).outbox_url == "http://[::1]:9000/h"
+    )

@@ -16,6 +16,7 @@ from . import (
     errors,
     events,
     fulfil,
+    install,
     loadtest,
     migrate,
     outbox,
@@ -29,6 +30,7 @@ from . import (
 
 # In the order `--help` lists them.
 COMMANDS = (
+    install,
     migrate,
     serve,
     db,

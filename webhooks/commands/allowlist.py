@@ -82,7 +82,9 @@ def _refresh(args: argparse.Namespace) -> int:
         f"# `webhooks allowlist refresh {args.provider} {source.name}` on {date.today().isoformat()}.",
     ]
     written = target.with_name(target.name + ".new")
-    written.write_text("\n".join(header + entries) + "\n")
+    # Made new, never through a link: the folder may be one another user can write.
+    written.unlink(missing_ok=True)
+    front.write_new(written, "\n".join(header + entries) + "\n", 0o644)
     os.replace(written, target)
     added, removed = len(set(entries) - before), len(before - set(entries))
     print(

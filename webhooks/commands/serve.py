@@ -9,6 +9,14 @@ itself, a thread-per-request server is held by any client that sends slowly.
 
 With DATABASE_URL unset it starts the embedded PostgreSQL, and stops it
 again on exit if it was this command that started it.
+
+Started as root, it changes nothing outside the front's folder it makes:
+the users, the folders they must read and the embedded database's are the
+install step's (`python -m webhooks install`, webhooks/commands/install.py),
+and a start that finds it not done stops with a line naming it. Behind the
+front, gunicorn runs as the service's user from the start: it listens on
+Unix sockets only, so nothing of it needs root (docs/serving.md, "Who owns
+what").
 """
 
 from __future__ import annotations
@@ -29,8 +37,8 @@ from pathlib import Path
 import structlog
 
 from webhooks import bootstrap
-from webhooks.infra import embedded, migrate, privilege
-from webhooks.infra.config import Settings, serving
+from webhooks.infra import embedded, install, migrate, privilege
+from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.web import front, refusals
 
 from .errors import CommandError
@@ -70,11 +78,16 @@ class Served:
     """gunicorn, and nginx in front of it when `nginx` is given: started together, stopped together.
 
     `env` is gunicorn's environment, and the settings the front is rendered from; gunicorn
-    writes its log to `output` (default: this process's stdout and stderr).
+    writes its log to `output` (default: this process's stdout and stderr). Started as
+    root, gunicorn behind the front runs as the service's user.
     """
 
     def __init__(self, env: dict[str, str], nginx: str | None, output=None):
         self.env, self.nginx, self.output = dict(env), nginx, output
+        settings = Settings.from_env(self.env)
+        self._as = (
+            privilege.as_user(privilege.service_account(settings)) if nginx and privilege.as_root() else {}
+        )
         self.front_dir: Path | None = None
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._front_said: collections.deque[str] = collections.deque(maxlen=1)
@@ -99,8 +112,7 @@ class Served:
         self.env["WEBHOOK_FRONT_DIR"] = str(front_dir)
         # Rendered first: a setting nginx would refuse stops everything before anything starts.
         settings = Settings.from_env(self.env)
-        config = front_dir / front.CONFIG
-        config.write_text(front.nginx_config(settings, front_dir))
+        config = front.write_config(front_dir, front.nginx_config(settings, front_dir))
         self._until(
             lambda: front.socket_path(front_dir).exists(),
             self._gunicorn(),
@@ -144,6 +156,7 @@ class Served:
             ],
             stdout=self.output,
             stderr=self.output,
+            **self._as,
         )
 
     def process(self, name: str) -> subprocess.Popen:
@@ -217,17 +230,49 @@ def _database(settings: Settings):
         "embedded_database_starting" if started_here else "embedded_database_found", data_dir=str(folder)
     )
     url = embedded.url(folder)
-    if privilege.as_root():
-        embedded.admit(folder, privilege.service_account(settings))
     log.info("embedded_database_ready", data_dir=str(folder), url=url, psql="python -m webhooks db psql")
     return url, folder if started_here else None
 
 
+# The shop's handler modules imported as the workers import them, in a process of the service's user.
+_IMPORT_HANDLERS = """
+import sys
+from webhooks import bootstrap
+from webhooks.infra.config import SettingError, serving
+try:
+    bootstrap.handlers(serving()[0])
+except SettingError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def _check_handlers(settings: Settings, service: privilege.Account | None) -> None:
+    """The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
+
+    Started as root, they are imported as the service's user, as the workers
+    import them: root runs none of the shop's code, which may lie in a folder
+    another user can write.
+    """
+    if service is None:
+        bootstrap.handlers(settings)
+        return
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_HANDLERS],
+        **privilege.as_user(service),
+        cwd=os.getcwd(),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        if not said.startswith("WEBHOOK_HANDLER_MODULES: "):
+            said = f"WEBHOOK_HANDLER_MODULES: importing them as {service.name} failed: {said}"
+        raise SettingError(said)
+
+
 def _serve(args: argparse.Namespace) -> int:
     # gunicorn's settings too: a bad one is this command's one line, not a dead gunicorn.
-    settings, _ = serving()
-    # The workers import the shop's handler modules too: a typo is one line here, not a dead gunicorn.
-    bootstrap.handlers(settings)
+    settings, process = serving()
     port = settings.port if args.port is None else args.port
     nginx = nginx_binary(settings)
     if nginx:
@@ -240,11 +285,8 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         host = _LOOPBACK
-    if privilege.as_root():
-        # A user that cannot be made, or a folder on Python's path the workers cannot read: one line here too.
-        privilege.open_import_path(privilege.service_account(settings))
-        if nginx:
-            privilege.front_account(settings)
+    service = install.check(settings, process, front=nginx is not None) if privilege.as_root() else None
+    _check_handlers(settings, service)
     port = check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
     url, started = _database(settings)

@@ -220,11 +220,15 @@ class Settings(_FromEnv):
     is the one it names when the peer is a trusted proxy; needs `WEBHOOK_TRUSTED_PROXIES`"""
     nginx: Annotated[str, rule(_text)] = setting("WEBHOOK_NGINX", "nginx")
     """the front's binary, looked up on `PATH` and in `/usr/sbin`"""
-    service_user: UserName = setting("WEBHOOK_SERVICE_USER", "webhooks", shown="`webhooks` (made if missing)")
+    service_user: UserName = setting(
+        "WEBHOOK_SERVICE_USER", "webhooks", shown="`webhooks` (made by `python -m webhooks install`)"
+    )
     """started as root, gunicorn's workers run as this user and group, never root (see [who runs as
     whom](serving.md#who-runs-as-whom))"""
     front_user: UserName = setting(
-        "WEBHOOK_FRONT_USER", "webhooks-front", shown="`webhooks-front` (made if missing)"
+        "WEBHOOK_FRONT_USER",
+        "webhooks-front",
+        shown="`webhooks-front` (made by `python -m webhooks install`)",
     )
     """started as root, nginx's workers run as this user, in `WEBHOOK_SERVICE_USER`'s group, the one
     gunicorn's socket is shared with"""
@@ -431,7 +435,8 @@ class Process(_FromEnv):
     metrics_dir: Annotated[str | None, rule(_text)] = setting(
         "PROMETHEUS_MULTIPROC_DIR", None, shown="a temporary folder per gunicorn start"
     )
-    """where gunicorn workers share their metrics"""
+    """where gunicorn workers share their metrics; one you set must be writable by `WEBHOOK_SERVICE_USER`
+    (checked as that user before serving)"""
 
 
 # Every variable an operator sets, and its rule (docs/configuration.md lists the same).

@@ -15,7 +15,8 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-from .privilege import Account, join_group
+from .config import SettingError
+from .privilege import INSTALL, Account, join_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +63,26 @@ def admit(folder: Path, account: Account) -> None:
     info = folder.stat()
     folder.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXGRP)
     join_group(account, grp.getgrgid(info.st_gid).gr_name)
+
+
+def check_admitted(folder: Path, account: Account) -> None:
+    """SettingError unless the install step made the server on `folder` and admitted `account` to it.
+
+    Changes nothing: the server is made (as root, its `pgserver` user too)
+    and the folder opened by `python -m webhooks install`, never by a start.
+    """
+    try:
+        info = folder.stat()
+        group = grp.getgrgid(info.st_gid)
+    except (OSError, KeyError):
+        info = None
+    if info is None or not (folder / "PG_VERSION").exists():
+        missing = f"there is no embedded database in {folder}"
+    elif not info.st_mode & stat.S_IXGRP or info.st_gid not in account.groups():
+        missing = f"{account.name} may not reach the embedded database in {folder} (group {group.gr_name})"
+    else:
+        return
+    raise SettingError(f"WEBHOOK_DATA_DIR: {missing}: run `{INSTALL}` as root once, which makes it")
 
 
 def stop(folder: Path) -> bool:

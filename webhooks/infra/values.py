@@ -94,10 +94,25 @@ _HOSTNAME = re.compile(
 )
 
 
+def _unscoped(found: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+    """ValueError for an IPv6 scope id: Python takes any text after `%` as one, `;` and all."""
+    if getattr(found, "scope_id", None) is not None:
+        raise ValueError(f"{str(found)!r} has a scope id (%...): name the address without one")
+
+
+def _ip_address(raw: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An IP address without a scope id; ValueError for anything else."""
+    found = ipaddress.ip_address(raw)
+    _unscoped(found)
+    return found
+
+
 def _host(raw: str) -> str:
-    """An IP address or a host name, as a listener is given one."""
+    """An IP address or a host name, as a listener is given one, written back from what it parsed to."""
+    if "%" in raw:
+        raise ValueError(f"{raw!r} has a scope id (%...): name the address without one")
     try:
-        return str(ipaddress.ip_address(raw))
+        return str(_ip_address(raw))
     except ValueError:
         pass
     if not _HOSTNAME.fullmatch(raw):
@@ -181,11 +196,32 @@ def _modules(raw: str) -> tuple[str, ...]:
     return names
 
 
+# Whitespace and control characters: nowhere in a URL, and CR/LF would split a request line.
+_NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
 def _http_url(raw: str) -> str:
-    parts = urllib.parse.urlsplit(raw.strip())
+    """An http:// or https:// URL, parsed whole: scheme, host (a name or an address), port.
+
+    The messages quote the host at most: a URL may carry a password.
+    """
+    text = raw.strip()
+    if _NOT_IN_URL.search(text):
+        raise ValueError("has whitespace or a control character in it: not an http:// or https:// address")
+    parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{raw!r} is not an http:// or https:// address")
-    return raw.strip()
+        raise ValueError("is not an http:// or https:// address with a host")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"the port after {parts.hostname!r} is not a port number (1 to 65535)")
+    try:
+        _host(parts.hostname)
+    except ValueError:
+        raise ValueError(f"{parts.hostname!r} is not an IP address or a host name") from None
+    return text
 
 
 def _metadata_key(raw: str) -> str:
@@ -239,10 +275,14 @@ def _flag(raw: str) -> bool:
 
 def network(raw: str) -> str:
     """An IP address or network (`203.0.113.7`, `10.0.0.0/8`, `2600:1f18::/32`), as nginx writes it."""
+    text = raw.strip()
+    if "%" in text:
+        raise ValueError(f"{text!r} has a scope id (%...): name the address or network without one")
     try:
-        found = ipaddress.ip_network(raw.strip(), strict=False)
+        found = ipaddress.ip_network(text, strict=False)
+        _unscoped(found.network_address)
     except ValueError:
-        raise ValueError(f"{raw.strip()!r} is not an IP address or network") from None
+        raise ValueError(f"{text!r} is not an IP address or network") from None
     return str(found.network_address) if found.prefixlen == found.max_prefixlen else str(found)
 
 

@@ -11,8 +11,9 @@ answers whole, so a client that does not read holds no thread either.
 
 The front's config is rendered here, from the service's settings, and
 nowhere else: `python -m webhooks serve` writes it into the front's folder
-beside gunicorn's sockets and the front's log of the requests the app did not
-answer, which `serve` tallies for /metrics (webhooks/web/refusals.py).
+beside the front's log of the requests the app did not answer, which `serve`
+tallies for /metrics (webhooks/web/refusals.py). gunicorn's sockets are in a
+subfolder of it, the only part gunicorn may write (`make_folder`).
 
 The front also serves the scraper's port, on a socket of gunicorn's own and
 a few scrapes at a time; admits a provider's deliveries only from the
@@ -23,8 +24,10 @@ trusted proxies, takes the client to be the address they pass on.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,8 @@ from webhooks.infra.config import SettingError, Settings, network
 from . import RETURN_PREFIX, WEBHOOK_PREFIX
 
 CONFIG = "nginx.conf"
+# gunicorn's folder in the front's: its sockets, and nothing root opens.
+SOCKETS = "sockets"
 SOCKET = "gunicorn.sock"
 # gunicorn's second socket, the scraper's: the front's metrics listener alone hands requests to it.
 METRICS_SOCKET = "metrics.sock"
@@ -224,34 +229,73 @@ http {
 # Where a service started as root keeps its front's folder: the runtime
 # folder only root may write in, not the world-writable temporary one.
 _ROOT_RUNTIME = Path("/run")
+# Opening a name in a folder: never through a link, never a file someone put there first.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def make_folder(settings: Settings) -> Path:
-    """The front's folder: gunicorn's socket, and nginx's config, pid file and buffered bodies.
+    """The front's folder: nginx's config, pid file, log and buffered bodies; gunicorn's sockets below it.
 
-    Started as root, it is made in /run, owned by the service's user and
-    group, 0710: nginx's workers, in that group, reach the socket by its
-    name (connecting takes search permission on the folder) but cannot list
-    the folder, and no other user may enter it. Otherwise it is its user's
-    alone (0700), in the temporary folder, and nginx's workers are that user.
+    Started as root, it is made in /run, root's, in the service's group,
+    0710: no other user may write in it, so nothing root opens there (the
+    config nginx reads, the log the tally reads, the counts the workers
+    read) can be replaced or linked elsewhere. gunicorn, which runs as the
+    service's user, binds its sockets in `sockets/`, that user's own, 0710:
+    nginx's workers, in the service's group, reach the sockets by name
+    (connecting takes search permission on each folder) but can list
+    neither folder, and no other user may enter them. Otherwise the folder
+    and its subfolder are their user's alone (0700), in the temporary folder,
+    and every process is that user.
     """
     if not privilege.as_root():
-        return Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+        folder = Path(tempfile.mkdtemp(prefix="webhooks-front-"))
+        (folder / SOCKETS).mkdir(mode=0o700)
+        return folder
     account = privilege.service_account(settings)
+    # mkdtemp makes it root's, 0700: its group and mode are set before anyone else may enter.
     folder = Path(
         tempfile.mkdtemp(prefix="webhooks-front-", dir=_ROOT_RUNTIME if _ROOT_RUNTIME.is_dir() else None)
     )
-    os.chown(folder, account.uid, account.gid)
-    folder.chmod(0o710)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchown(fd, 0, account.gid)
+        os.fchmod(fd, 0o710)
+        os.mkdir(SOCKETS, mode=0o700, dir_fd=fd)
+        sockets = os.open(SOCKETS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            os.fchown(sockets, account.uid, account.gid)
+            os.fchmod(sockets, 0o710)
+        finally:
+            os.close(sockets)
+    finally:
+        os.close(fd)
     return folder
 
 
+def write_config(front_dir: Path, text: str) -> Path:
+    """nginx.conf in the front's folder, root's alone."""
+    return write_new(front_dir / CONFIG, text, 0o600)
+
+
+def write_new(path: Path, text: str, mode: int) -> Path:
+    """`text` as the file `path`, made new under its folder's descriptor: never written through a
+    link, nor into a file that someone who may write the folder put there first."""
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        made = os.open(path.name, _CREATE, mode, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with open(made, "w") as written:
+        written.write(text)
+    return path
+
+
 def socket_path(front_dir: str | Path) -> Path:
-    return Path(front_dir) / SOCKET
+    return Path(front_dir) / SOCKETS / SOCKET
 
 
 def metrics_socket_path(front_dir: str | Path) -> Path:
-    return Path(front_dir) / METRICS_SOCKET
+    return Path(front_dir) / SOCKETS / METRICS_SOCKET
 
 
 def refused_log(front_dir: str | Path) -> Path:
@@ -335,7 +379,7 @@ def read_allowlist(path: Path) -> list[str]:
     ValueError names the line that is neither.
     """
     found = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(_read_file(path).splitlines(), 1):
         entry = line.split("#", 1)[0].strip()
         if entry:
             try:
@@ -345,6 +389,21 @@ def read_allowlist(path: Path) -> list[str]:
     if not found:
         raise ValueError(f"{path} lists no address: it would refuse every delivery")
     return found
+
+
+def _read_file(path: Path) -> str:
+    """The text of a file named by an operator's setting, read by root at start: never through a link
+    (one planted by a user who may write the folder would have root read, and a refusal quote, any file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a link: name the file itself") from None
+        raise
+    with open(fd, encoding="utf-8", errors="replace") as opened:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a file")
+        return opened.read()
 
 
 def _allowlisted(settings: Settings, name: str) -> str:
