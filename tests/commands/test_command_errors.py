@@ -151,7 +151,7 @@ def test_serve_reads_no_allowlist_through_a_link_so_no_other_file_is_read_or_quo
     (tmp_path / "lists" / "stripe.txt").symlink_to(secret)
     ran = command(
         "serve",
-        PORT=str(conftest._free_port()),
+        PORT=str(ports.free_port()),
         STRIPE_WEBHOOK_ALLOWLIST="on",
         WEBHOOK_ALLOWLIST_DIR=str(tmp_path / "lists"),
     )
