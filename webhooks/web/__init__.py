@@ -3,3 +3,8 @@
 # Each provider's deliveries are POSTed to this and its name (/webhooks/stripe):
 # the route (delivery.py) and the front's locations (front.py) alike.
 WEBHOOK_PREFIX = "/webhooks/"
+
+# The WSGI environ key naming the listener a request came in on (set by
+# metrics.ByListener), for the views that serve one listener only: /admin.
+LISTENER = "webhooks.listener"
+PUBLIC, SCRAPER, ADMIN = "public", "scraper", "admin"
