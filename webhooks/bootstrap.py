@@ -17,6 +17,7 @@ from types import ModuleType
 
 from webhooks.core import history, ingest
 from webhooks.core.events import Event, InvalidEvent
+from webhooks.core.redaction import Policy
 from webhooks.core.registry import Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
@@ -60,6 +61,11 @@ def handlers(settings: Settings) -> Registry:
         if callable(getattr(module, "register", None)):
             module.register(registry, settings)
     return registry
+
+
+def shown(settings: Settings, registry: Registry) -> Policy:
+    """What an operator is shown of a payload: the domains' personal keys and WEBHOOK_REDACT_FIELDS hidden."""
+    return Policy(registry.personal_fields() | frozenset(settings.redact_fields))
 
 
 @dataclass(frozen=True)

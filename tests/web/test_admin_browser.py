@@ -101,6 +101,16 @@ def test_signing_in_takes_the_token_by_post_once_and_a_wrong_one_is_refused(brow
     assert cookie["expires"] > 0  # not a browser-session cookie: it expires
     # The public listener has no console, signed in or not.
     assert requests.get(f"{server.url}/admin", timeout=30).status_code == 404
+    # What an operator sees of a customer: nothing personal, in the payload's keys or its free text.
+    paid = samples.payment_events()[1]
+    paid["data"]["object"]["description"] = "Deliver to 12 Main Street; ring +1 415-555-2671"
+    paid["data"]["object"]["metadata"] = {"contact": "jane.doe@example.com"}
+    assert deliver(server, paid) == 200
+    page.goto(f"{server.admin_url}/admin/events/stripe/{paid['id']}")
+    shown = page.locator("#payload").inner_text()
+    assert "Deliver to [redacted]; ring [redacted]" in shown and '"contact": "[redacted]"' in shown
+    assert "jane.doe" not in page.content()
+    page.goto(f"{server.admin_url}/admin")
     page.click("#sign-out")
     page.wait_for_selector("#sign-in")
     no_policy_refusals(page)

@@ -62,11 +62,19 @@ def test_an_unknown_event_is_404(admin_client):
 def test_the_event_page_redacts_personal_fields_and_the_configured_ones(admin_client):
     evt = samples.payment_events()[1]
     evt["data"]["object"]["receipt_email"] = "jane.doe@example.com"
-    evt["data"]["object"]["metadata"] = {"loyalty_number": "LN-554433", "order_ref": "ord_77"}
+    evt["data"]["object"]["metadata"] = {
+        "loyalty_number": "LN-554433",
+        "order_ref": "ord_77",
+        "contact": "jane.doe@example.com",
+    }
+    evt["data"]["object"]["description"] = "Deliver to 12 Main Street; ring +1 415-555-2671"
+    evt["data"]["object"]["payment_method_details"] = {"card": {"last4": "4242", "exp_year": 2031}}
     assert post_event(admin_client, evt).status_code == 200
     html = page(admin_client, f"/admin/events/stripe/{evt['id']}")
     payload = re.search(r'<pre id="payload">(.*?)</pre>', html, re.S).group(1)
-    assert "jane.doe@example.com" not in html and "LN-554433" not in html
+    for personal in ("jane.doe@example.com", "LN-554433", "12 Main Street", "415-555-2671", "4242", "2031"):
+        assert personal not in html
+    assert "Deliver to [redacted]; ring [redacted]" in payload
     assert "&#34;receipt_email&#34;: &#34;[redacted]&#34;" in payload
     assert "&#34;loyalty_number&#34;: &#34;[redacted]&#34;" in payload
     assert "ord_77" in payload and evt["data"]["object"]["id"] in payload

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 
 from webhooks import bootstrap
 from webhooks.core import history
+from webhooks.infra import logs
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 from webhooks.providers import stripe
@@ -34,7 +36,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with connect(Settings.from_env()) as conn:
+    settings = Settings.from_env()
+    with connect(settings) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None:
         print(
@@ -42,6 +45,17 @@ def _show(args: argparse.Namespace) -> int:
             file=sys.stderr if args.json else sys.stdout,
         )
         return 1
+    if args.show_personal:
+        # The only way to personal data on screen: who, which event, in the log.
+        logs.to_stderr().warning(
+            "personal_data_shown",
+            command="events show",
+            provider=detail.provider,
+            event_id=detail.event_id,
+            user=getpass.getuser(),
+        )
+    else:
+        detail = history.shown(detail, bootstrap.shown(settings, bootstrap.handlers(settings)))
     if args.json:
         table.print_json(detail)
         return 0
@@ -127,6 +141,11 @@ def register(commands) -> None:
     show = actions.add_parser("show", help="payload, outcome, attempts and failures of one event")
     show.add_argument("event_id", metavar="EVT_ID")
     show.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
+    show.add_argument(
+        "--show-personal",
+        action="store_true",
+        help="show emails, phone numbers, addresses and card details in clear (logged: who, which event)",
+    )
     table.add_json(show)
     show.set_defaults(func=_show)
 

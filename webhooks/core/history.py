@@ -10,11 +10,13 @@ are not what the sender sends, core.events.InvalidFields).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import psycopg
 from psycopg.rows import class_row, dict_row
+
+from .redaction import Policy
 
 _FAILURES = """
 SELECT provider, event_id, max(event_type) AS event_type, count(*) AS failures,
@@ -135,6 +137,15 @@ def to_reprocess(
     """
     rows = events(conn, "failed", event_type, since, None, provider)
     return [row for row in reversed(rows) if row.outcome is None]
+
+
+def shown(detail: EventDetail, policy: Policy) -> EventDetail:
+    """`detail` as an operator may see it: its payload and its failures' text under `policy`."""
+    return replace(
+        detail,
+        payload=policy.payload(detail.payload),
+        failures=[replace(f, error_message=policy.text(f.error_message)) for f in detail.failures],
+    )
 
 
 def readable(payload: str | None) -> str | None:

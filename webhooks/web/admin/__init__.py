@@ -51,7 +51,7 @@ from werkzeug.wrappers import Response as ResponseBase
 
 from webhooks import bootstrap
 from webhooks.core import history, outbox
-from webhooks.core.redaction import redact
+from webhooks.core.redaction import Policy
 from webhooks.infra import db
 from webhooks.infra.config import parse_instant
 from webhooks.web import ADMIN, LISTENER
@@ -166,9 +166,9 @@ class _Console:
     token: str
     tokens: csrf.Tokens
     service: bootstrap.Service
-    # The providers with a secret, and the payload keys never shown.
+    # The providers with a secret, and what of a payload is never shown.
     enabled: list[str]
-    hidden: frozenset[str]
+    shown: Policy
     # Refused sign-ins, by reason, for /metrics.
     sign_in_failures: Counter
 
@@ -179,9 +179,9 @@ def install(
     """The console, if `token` is set; `enabled` names the providers with a secret."""
     if not token:
         return
-    hidden = service.registry.personal_fields() | frozenset(service.settings.redact_fields)
+    shown = bootstrap.shown(service.settings, service.registry)
     app.extensions["webhooks.admin"] = _Console(
-        token, csrf.Tokens(token), service, enabled, hidden, sign_in_failures
+        token, csrf.Tokens(token), service, enabled, shown, sign_in_failures
     )
     # The session cookie is signed with a key only the admin token's holder
     # has: a new token signs every session out.
@@ -296,8 +296,8 @@ def event(provider: str, event_id: str) -> Response:
         jobs = outbox.pending(conn, None, outbox.Jobs(event=(provider, event_id)))
     if detail is None:
         return _text(f"no event {event_id} of {provider} in the ledger or its failures", 404)
-    payload = redact(detail.payload, console.hidden) if detail.payload is not None else None
-    return _render("event.html", event=detail, payload=history.readable(payload), jobs=jobs)
+    shown = history.shown(detail, console.shown)
+    return _render("event.html", event=shown, payload=history.readable(shown.payload), jobs=jobs)
 
 
 @bp.post("/admin/events/<provider>/<event_id>/reprocess")
