@@ -140,3 +140,33 @@ def test_show_personal_shows_it_and_logs_who_asked_for_which_event(run, client):
         "events show",
     )
     assert audit["user"] and audit["level"] == "warning"
+
+
+def test_list_searches_by_an_id_in_the_payload_and_pages_by_keyset(run, client, db):
+    paid = samples.payment_events()[1]
+    others = [scripted_event() for _ in range(3)]
+    for evt in (paid, *others):
+        assert post_event(client, evt).status_code == 200
+    code, out = run("events", "list", "--search", paid["data"]["object"]["id"])
+    assert code == 0 and [line.split()[1] for line in out.splitlines()[1:]] == [paid["id"]]
+    db.execute("UPDATE webhook_events SET received_at = '2026-01-02T03:04:05Z'")
+    seen, argv = [], ["events", "list", "--type", "test.scripted", "--limit", "2"]
+    while True:
+        code, out = run(*argv)
+        *rows, last = out.splitlines()[1:]
+        if not last.startswith("next page: "):
+            seen += [line.split()[1] for line in (*rows, last)]
+            break
+        seen += [line.split()[1] for line in rows]
+        argv = [*argv[:6], "--after", last.split("'")[1]]
+    assert sorted(seen) == sorted(evt["id"] for evt in others)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--search", "pi_%"), ("--after", "yesterday"), ("--limit", "0"), ("--limit", "501")],
+)
+def test_list_refuses_a_search_a_cursor_or_a_page_that_means_nothing(run, argv):
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        code, out = run("events", "list", *argv)
+    assert code != 0 and out == "" and len(err.getvalue().strip().splitlines()) == 1

@@ -314,3 +314,62 @@ def form_of(html: str, action: str) -> dict[str, str]:
     """The hidden fields of the page's form that posts to `action`."""
     form = re.search(rf'<form method="post" action="{re.escape(action)}">(.*?)</form>', html, re.S).group(1)
     return dict(re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', form))
+
+
+def found_ids(html: str) -> list[str]:
+    table = re.search(r'<table id="found">(.*?)</table>', html, re.S).group(1)
+    return re.findall(r'href="/admin/events/[a-z]+/([^"]+)"', table)
+
+
+def test_find_takes_any_id_an_operator_has(admin_client):
+    paid = samples.payment_events()[1]
+    order = scripted_event(customer="cus_Found0001", order_number=450789469, refund="re_Found0001")
+    for evt in (paid, order):
+        assert post_event(admin_client, evt).status_code == 200
+    payment_id = paid["data"]["object"]["id"]
+    for search, expected in [
+        (paid["id"], [paid["id"]]),
+        (payment_id, [paid["id"]]),
+        ("cus_Found0001", [order["id"]]),
+        ("re_Found0001", [order["id"]]),
+        ("450789469", [order["id"]]),
+        ("45078946", []),  # part of an id is not the id
+        ("pi_nothing", []),
+    ]:
+        assert found_ids(page(admin_client, f"/admin/events?q={search}")) == expected, search
+
+
+def test_find_filters_and_pages_by_keyset_without_repeating_a_row(admin_client, db, monkeypatch):
+    monkeypatch.setattr("webhooks.web.admin.PAGE_SIZE", 2)
+    completed = [scripted_event() for _ in range(3)]
+    for evt in completed:
+        assert post_event(admin_client, evt).status_code == 200
+    failed = failed_once(admin_client)
+    # All at one moment: the cursor's event id orders them.
+    db.execute("UPDATE webhook_events SET received_at = '2026-01-02T03:04:05Z'")
+    html = page(admin_client, "/admin/events?status=completed&provider=stripe&type=test.scripted")
+    seen = found_ids(html)
+    while 'id="next-page"' in html:
+        html = page(
+            admin_client, re.search(r'id="next-page" href="([^"]+)"', html).group(1).replace("&amp;", "&")
+        )
+        seen += found_ids(html)
+    assert sorted(seen) == sorted(evt["id"] for evt in completed) and len(seen) == 3
+    assert found_ids(page(admin_client, "/admin/events?status=failed")) == [failed["id"]]
+    assert found_ids(page(admin_client, "/admin/events?since=2026-01-03T00:00:00Z&status=completed")) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["q=a%25b", "q=" + "x" * 256, "status=lost", "provider=paypal", "since=yesterday", "after=nonsense"],
+)
+def test_a_search_or_filter_that_means_nothing_is_a_400(admin_client, query):
+    response = admin_client.get(f"/admin/events?{query}")
+    assert response.status_code == 400, query
+
+
+def test_a_dead_letter_shows_no_oldest_waiting(admin_client, db):
+    dead_letter(db, "test.effect:pi_dead")
+    html = page(admin_client, "/admin")
+    depth = re.search(r'<table id="outbox-depth">(.*?)</table>', html, re.S).group(1)
+    assert "none: dead letters wait for a requeue" in depth and " s</td>" not in depth

@@ -18,8 +18,16 @@ from .errors import CommandError
 
 
 def _list(args: argparse.Namespace) -> int:
-    with connect(Settings.from_env()) as conn:
-        rows = history.events(conn, args.status, args.type, args.since, args.limit, args.provider)
+    if not 1 <= args.limit <= history.MAX_PAGE:
+        raise CommandError(f"--limit: from 1 to {history.MAX_PAGE} events a page")
+    try:
+        after = history.Cursor.parse(args.after) if args.after else None
+        with connect(Settings.from_env()) as conn:
+            rows = history.events(
+                conn, args.status, args.type, args.since, args.limit, args.provider, args.search, after
+            )
+    except history.BadSearch as exc:
+        raise CommandError(str(exc)) from None
     if args.json:
         table.print_json(rows)
         return 0
@@ -32,6 +40,9 @@ def _list(args: argparse.Namespace) -> int:
             f"{row.received_at.isoformat(timespec='seconds'):<26} {row.event_id:<32} {row.provider:<9} "
             f"{row.event_type or '-':<34} {row.status:<10} {row.outcome or '-':<18} {row.failures}"
         )
+    if len(rows) == args.limit:
+        last = rows[-1]
+        print(f"next page: --after '{history.Cursor(last.received_at, last.event_id)}'")
     return 0
 
 
@@ -133,8 +144,16 @@ def register(commands) -> None:
     listing.add_argument(
         "--since", type=durations.instant, help="a span back from now (1h, 7d) or an ISO time"
     )
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=int, default=50, help=f"events a page (at most {history.MAX_PAGE})")
     listing.add_argument("--provider", choices=_PROVIDERS, help="only this provider's events")
+    listing.add_argument(
+        "--search",
+        metavar="ID",
+        help="an event id, or one its payload holds: payment, session, order, customer, refund, dispute",
+    )
+    listing.add_argument(
+        "--after", metavar="CURSOR", help="the next page: the cursor the previous one printed last"
+    )
     table.add_json(listing)
     listing.set_defaults(func=_list)
 

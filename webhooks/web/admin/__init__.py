@@ -24,6 +24,7 @@ job ids, never a payload.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import re
@@ -159,6 +160,39 @@ class _Filter:
         return {name: value for name, value in found.items() if value}
 
 
+class _Find:
+    """A search as the find form carries it: an id, status, provider, type, since, and the page's cursor."""
+
+    def __init__(self, values: Any, providers: list[str]):
+        self.search = values.get("q", "").strip() or None
+        self.status = values.get("status") or None
+        self.provider = values.get("provider") or None
+        self.type = values.get("type") or None
+        self.since_text = values.get("since") or None
+        if self.status not in (None, "completed", "failed"):
+            raise BadFilter("status: completed or failed")
+        if self.provider not in (None, *providers):
+            raise BadFilter(f"provider: one of {', '.join(providers)}")
+        try:
+            self.since = parse_instant(self.since_text) if self.since_text else None
+            self.after = history.Cursor.parse(values["after"]) if values.get("after") else None
+        except (ValueError, history.BadSearch) as exc:
+            raise BadFilter(str(exc)) from None
+
+    def next_page(self, rows: list[history.EventSummary]) -> str | None:
+        """The next page's URL, its since fixed to the moment this one counted from."""
+        if len(rows) < PAGE_SIZE:
+            return None
+        fields = {"q": self.search, "status": self.status, "provider": self.provider, "type": self.type}
+        fields["since"] = self.since and self.since.isoformat()
+        fields["after"] = str(history.Cursor(rows[-1].received_at, rows[-1].event_id))
+        return url_for("admin.find", **{name: value for name, value in fields.items() if value})
+
+
+# The rows a list page shows at most: every page is bounded.
+PAGE_SIZE = 50
+
+
 @dataclass(frozen=True)
 class _Console:
     """What the views read from the app they serve: set once by `install`."""
@@ -280,12 +314,49 @@ def admin() -> Response:
             "admin.html",
             providers=activity.recent(conn, service.providers, console.enabled),
             window_hours=int(activity.WINDOW.total_seconds() // 3600),
-            events=history.events(conn, limit=50),
-            failures=history.events(conn, status="failed", limit=20),
+            events=_shown(history.events(conn, limit=PAGE_SIZE)),
+            failures=_shown(history.events(conn, status="failed", limit=20)),
             depth=outbox.depth(conn),
-            jobs=outbox.pending(conn, limit=50),
+            jobs=outbox.pending(conn, limit=PAGE_SIZE),
             providers_known=service.providers.names(),
+            chosen=_Find({}, service.providers.names()),
         )
+
+
+def _shown(rows: list[history.EventSummary]) -> list[history.EventSummary]:
+    """`rows` with their last error's text under the policy (a handler's text can name a customer)."""
+    shown = _console().shown
+    return [dataclasses.replace(row, last_error=shown.text(row.last_error)) for row in rows]
+
+
+@bp.get("/admin/events")
+def find() -> Response:
+    """Events by an id an operator has (the event's, or one in its payload) and filters, a page at a time."""
+    service = _console().service
+    known = service.providers.names()
+    chosen = _Find(request.args, known)
+    try:
+        with db.connection(service.pool.get()) as conn:
+            rows = history.events(
+                conn,
+                chosen.status,
+                chosen.type,
+                chosen.since,
+                PAGE_SIZE,
+                chosen.provider,
+                chosen.search,
+                chosen.after,
+            )
+    except history.BadSearch as exc:
+        raise BadFilter(str(exc)) from None
+    return _render(
+        "events.html",
+        events=_shown(rows),
+        chosen=chosen,
+        next_page=chosen.next_page(rows),
+        page_size=PAGE_SIZE,
+        providers_known=known,
+    )
 
 
 @bp.get("/admin/events/<provider>/<event_id>")
