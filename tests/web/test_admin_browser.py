@@ -58,8 +58,8 @@ def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(br
 
     page = browser_page
     sign_in(page, server)
-    page.fill("input[name=type]", "test.scripted")
-    page.fill("input[name=since]", "1h")
+    page.fill("#count-failed input[name=type]", "test.scripted")
+    page.fill("#count-failed input[name=since]", "1h")
     page.get_by_role("button", name="Count them first").click()
     assert (
         page.locator("#count")
@@ -110,6 +110,11 @@ def test_signing_in_takes_the_token_by_post_once_and_a_wrong_one_is_refused(brow
     shown = page.locator("#payload").inner_text()
     assert "Deliver to [redacted]; ring [redacted]" in shown and '"contact": "[redacted]"' in shown
     assert "jane.doe" not in page.content()
+    # Found by the payment's id, which only its payload holds.
+    page.goto(f"{server.admin_url}/admin")
+    page.fill("#find input[name=q]", paid["data"]["object"]["id"])
+    page.click("#find-events")
+    assert page.locator("#found").get_by_role("link").all_inner_texts() == [paid["id"]]
     page.goto(f"{server.admin_url}/admin")
     page.click("#sign-out")
     page.wait_for_selector("#sign-in")

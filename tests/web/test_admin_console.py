@@ -18,6 +18,7 @@ from tests.support.admin import AUTH, TOKEN, csrf_of, on_console_listener, signe
 from tests.support.dead_letters import dead_letter, status_of
 from webhooks.core import outbox
 from webhooks.traffic import samples
+from webhooks.web import admin
 from webhooks.web.admin import csrf
 
 
@@ -298,10 +299,13 @@ def test_each_action_writes_one_audit_line_with_ids_and_no_customer_data(gunicor
         assert answer.status_code == 200, answer.text
     server.stop()
     lines = _audit_lines(server.output())
-    assert [line["action"] for line in lines] == ["reprocess", "reprocess_failed", "requeue"]
+    actions = [line["action"] for line in lines]
+    assert actions == ["reprocess", "reprocess_failed_started", "reprocess_failed", "requeue"]
     assert lines[0]["event_ids"] == [evt["id"]] and lines[0]["completed"] is True
-    assert lines[1]["count"] == 1 and lines[1]["event_ids"] == [other["id"]]
-    assert lines[2]["job_ids"] == [job_id]
+    # The bulk action's first line, its count and filter, before its events run.
+    assert (lines[1]["count"], "since" in lines[1], "event_ids" in lines[1]) == (1, True, False)
+    assert lines[2]["count"] == 1 and lines[2]["event_ids"] == [other["id"]]
+    assert lines[3]["job_ids"] == [job_id]
     assert all(line["actor"] == "admin_token" and line["level"] == "info" for line in lines)
     # Served alone, gunicorn's own socket names the client.
     assert {line["client"] for line in lines} == {"127.0.0.1"}
@@ -373,3 +377,35 @@ def test_a_dead_letter_shows_no_oldest_waiting(admin_client, db):
     html = page(admin_client, "/admin")
     depth = re.search(r'<table id="outbox-depth">(.*?)</table>', html, re.S).group(1)
     assert "none: dead letters wait for a requeue" in depth and " s</td>" not in depth
+
+
+def test_the_confirmation_and_the_outcome_show_the_count_and_the_first_page_only(admin_client, monkeypatch):
+    monkeypatch.setattr("webhooks.web.admin.PAGE_SIZE", 2)
+    failing = [failed_once(admin_client) for _ in range(3)]
+    confirm = page(admin_client, "/admin/reprocess")
+    assert count_shown(confirm) == 3 and 'id="more">and 1 more' in confirm
+    assert sum(evt["id"] in confirm for evt in failing) == 2
+    response = admin_client.post("/admin/reprocess", data=form_of(confirm, "/admin/reprocess"))
+    done = response.get_data(as_text=True)
+    assert '<p id="summary">3 of 3 completed.</p>' in done and 'id="more">and 1 more' in done
+
+
+def test_the_bulk_audit_line_is_written_before_the_first_event_runs(admin_client, monkeypatch):
+    failed_once(admin_client)
+    service = admin_client.application.extensions["webhooks.service"]
+    audited, audited_before_running = [], []
+    audit, run = admin._audit, type(service).reprocess_each
+
+    def watched(self, targets, *args):
+        for result in run(self, targets, *args):
+            audited_before_running.append(list(audited))
+            yield result
+
+    monkeypatch.setattr(
+        admin, "_audit", lambda action, **what: (audited.append(action), audit(action, **what))
+    )
+    monkeypatch.setattr(type(service), "reprocess_each", watched)
+    confirm = page(admin_client, "/admin/reprocess")
+    admin_client.post("/admin/reprocess", data=form_of(confirm, "/admin/reprocess"))
+    assert audited_before_running == [["reprocess_failed_started"]]
+    assert audited == ["reprocess_failed_started", "reprocess_failed"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import getpass
 import sys
 
@@ -90,7 +91,7 @@ def _reprocess(args: argparse.Namespace) -> int:
     """One event by its id, or every failed one a filter selects (`--status failed`)."""
     if args.event_id is None:
         return _reprocess_failed(args)
-    if args.status or args.since or args.type or args.dry_run:
+    if args.status or args.since or args.type or args.dry_run or args.list:
         raise CommandError("give an event id, or --status failed with its filters, not both")
     service = bootstrap.build(min_size=1, max_size=1)
     try:
@@ -113,10 +114,16 @@ def _reprocess_failed(args: argparse.Namespace) -> int:
     try:
         with connect(service.settings) as conn:
             selected = history.to_reprocess(conn, args.since, args.type, args.provider)
-        if args.dry_run:
+        if args.dry_run or args.list:
             print(f"would reprocess {len(selected)} failed event(s)")
-            for row in selected:
-                print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
+            if args.list:
+                for row in selected:
+                    print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
+                return 0
+            # A summary whatever the backlog: one line per provider and type, the most first.
+            counted = collections.Counter((row.provider, row.event_type or "-") for row in selected)
+            for (provider, event_type), count in counted.most_common():
+                print(f"{count:>9}  {provider} {event_type}")
             return 0
         ran = completed = 0
         for result in service.reprocess_each(
@@ -182,7 +189,12 @@ def register(commands) -> None:
     again.add_argument("--type", help="with --status: only events of this type")
     again.add_argument("--since", type=durations.instant, help="with --status: received since (1h, 7d, ISO)")
     again.add_argument(
-        "--dry-run", action="store_true", help="with --status: print the count and ids, run none"
+        "--dry-run",
+        action="store_true",
+        help="with --status: print the count, and how many of each provider and type; run none",
+    )
+    again.add_argument(
+        "--list", action="store_true", help="with --status: print the count and each event; run none"
     )
     again.add_argument(
         "--allow-ignored",

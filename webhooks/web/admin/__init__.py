@@ -375,7 +375,20 @@ def event(provider: str, event_id: str) -> Response:
 def reprocess(provider: str, event_id: str) -> Response:
     [result] = _console().service.reprocess_each([(provider, event_id)])
     _audit("reprocess", event_ids=[event_id], provider=provider, completed=result.completed)
-    return _render("done.html", 200 if result.completed else 409, action="reprocess", results=[result])
+    return _done("reprocess", [result], 200 if result.completed else 409)
+
+
+def _done(action: str, results: list[Any], status: int = 200) -> Response:
+    """The outcome of a reprocess: its counts, and the first page of its events."""
+    completed = sum(result.completed for result in results)
+    return _render(
+        "done.html",
+        status,
+        action=action,
+        results=results[:PAGE_SIZE],
+        completed=completed,
+        total=len(results),
+    )
 
 
 @bp.errorhandler(BadFilter)
@@ -389,10 +402,18 @@ def _selection(values: Any) -> tuple[_Filter, list[history.EventSummary]]:
         return chosen, history.to_reprocess(conn, chosen.since, chosen.type, chosen.provider)
 
 
+def _confirm(
+    chosen: _Filter, selected: list[history.EventSummary], status: int = 200, **more: Any
+) -> Response:
+    """The count, and the first page of what it counted: the page stays small whatever the backlog."""
+    first_page = _shown(selected[:PAGE_SIZE])
+    return _render("confirm.html", status, chosen=chosen, count=len(selected), first_page=first_page, **more)
+
+
 @bp.get("/admin/reprocess")
 def confirm() -> Response:
     chosen, selected = _selection(request.args)
-    return _render("confirm.html", chosen=chosen, selected=selected)
+    return _confirm(chosen, selected)
 
 
 @bp.post("/admin/reprocess")
@@ -400,7 +421,9 @@ def reprocess_failed() -> Response:
     chosen, selected = _selection(request.form)
     if str(len(selected)) != request.form.get("count"):
         # Failures came or went since the count was shown: show the new one.
-        return _render("confirm.html", 409, chosen=chosen, selected=selected, changed=True)
+        return _confirm(chosen, selected, 409, changed=True)
+    # Before the first event runs: a request cut short still left its trace.
+    _audit("reprocess_failed_started", count=len(selected), **chosen.fields())
     results = list(_console().service.reprocess_each((row.provider, row.event_id) for row in selected))
     _audit(
         "reprocess_failed",
@@ -409,7 +432,7 @@ def reprocess_failed() -> Response:
         event_ids=[result.event_id for result in results],
         **chosen.fields(),
     )
-    return _render("done.html", action="reprocess failed events", results=results)
+    return _done("reprocess failed events", results)
 
 
 @bp.post("/admin/outbox/<int:job_id>/requeue")
