@@ -1,5 +1,6 @@
 """The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
 
+import os
 import subprocess
 import sys
 
@@ -195,3 +196,18 @@ def test_the_glue_bench_refuses_a_revision_git_does_not_know_in_one_line():
     )
     assert done.returncode == 1
     assert done.stderr.strip() == "bench.glue: no revision 'no-such-revision' to compare with"
+
+
+def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_url):
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.console", "--events", "120", "--repeat", "1"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    pages = [line.split("|")[1].strip() for line in table[1:]]
+    assert pages == ["console", "bulk confirmation", "find: every event", "find: by payment id", "an event"]
