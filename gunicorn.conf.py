@@ -16,7 +16,7 @@ from pathlib import Path
 from webhooks.infra import install, privilege
 from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.infra.logs import configure as configure_logging
-from webhooks.web.front import GUNICORN_KEEPALIVE_S, metrics_socket_path, socket_path
+from webhooks.web.front import GUNICORN_KEEPALIVE_S, admin_socket_path, metrics_socket_path, socket_path
 
 
 def _checked():
@@ -41,14 +41,21 @@ if _account:
     user, group = _account.uid, _account.gid
 # The socket is its owner's and its group's (nginx's workers): 0660.
 umask = 0o117
-# Behind the front, a socket for the public listener and one for the
-# scraper's, each handed whole requests by the front; alone, HOST:PORT and
-# METRICS_HOST:METRICS_PORT. /metrics is served on the scraper's and
-# nowhere else.
+# Behind the front, a socket for the public listener, one for the
+# scraper's and one for the operator console's, each handed whole requests
+# by the front; alone, HOST:PORT, METRICS_HOST:METRICS_PORT and
+# ADMIN_HOST:ADMIN_PORT. /metrics is served on the scraper's and /admin on
+# the console's, and neither anywhere else.
 if _settings.front_dir:
-    bind = [f"unix:{socket_path(_settings.front_dir)}", f"unix:{metrics_socket_path(_settings.front_dir)}"]
+    bind = [
+        f"unix:{path(_settings.front_dir)}" for path in (socket_path, metrics_socket_path, admin_socket_path)
+    ]
 else:
-    bind = [f"{_settings.host}:{_settings.port}", f"{_settings.metrics_host}:{_settings.metrics_port}"]
+    bind = [
+        f"{_settings.host}:{_settings.port}",
+        f"{_settings.metrics_host}:{_settings.metrics_port}",
+        f"{_settings.admin_host}:{_settings.admin_port}",
+    ]
 # Threads, not sync workers: a duplicate waiting on the winner's claim holds
 # a thread and a pooled connection rather than a whole process, and
 # keep-alive saves a connection per delivery. Stock gthread: the front reads

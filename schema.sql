@@ -386,6 +386,22 @@ BEGIN
     RETURN p_stored_account;
 END $$;
 
+-- TABLE: admin_sign_in_failures
+CREATE TABLE admin_sign_in_failures (
+    id bigint NOT NULL,
+    failed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- SEQUENCE: admin_sign_in_failures_id_seq
+ALTER TABLE admin_sign_in_failures ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME admin_sign_in_failures_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- TABLE: checkout_line_items
 CREATE TABLE checkout_line_items (
     session_id text NOT NULL,
@@ -849,6 +865,10 @@ ALTER TABLE ONLY webhook_events ALTER COLUMN id SET DEFAULT nextval('webhook_eve
 -- DEFAULT: webhook_failures id
 ALTER TABLE ONLY webhook_failures ALTER COLUMN id SET DEFAULT nextval('webhook_failures_id_seq'::regclass);
 
+-- CONSTRAINT: admin_sign_in_failures admin_sign_in_failures_pkey
+ALTER TABLE ONLY admin_sign_in_failures
+    ADD CONSTRAINT admin_sign_in_failures_pkey PRIMARY KEY (id);
+
 -- CONSTRAINT: checkout_line_items checkout_line_items_pkey
 ALTER TABLE ONLY checkout_line_items
     ADD CONSTRAINT checkout_line_items_pkey PRIMARY KEY (session_id, account);
@@ -956,6 +976,9 @@ ALTER TABLE ONLY webhook_events
 -- CONSTRAINT: webhook_failures webhook_failures_pkey
 ALTER TABLE ONLY webhook_failures
     ADD CONSTRAINT webhook_failures_pkey PRIMARY KEY (id);
+
+-- INDEX: admin_sign_in_failures_failed_at
+CREATE INDEX admin_sign_in_failures_failed_at ON admin_sign_in_failures USING btree (failed_at);
 
 -- INDEX: disputes_payment_idx
 CREATE INDEX disputes_payment_idx ON disputes USING btree (payment_id);

@@ -274,10 +274,11 @@ def behind_a_front(folder: Path, direct_port: int) -> dict[str, str]:
     """gunicorn's environment: its sockets in `folder`, as under `serve`, and 127.0.0.1:`direct_port`."""
     return {
         "WEBHOOK_FRONT_DIR": str(folder),
-        # The front's scraper listener, where nginx is rendered to listen.
-        "METRICS_PORT": str(servers.free_port()),
+        # The front's scraper and console listeners, where nginx is rendered to listen.
+        **servers.side_ports(),
         "GUNICORN_CMD_ARGS": f"--bind unix:{serving.socket_path(folder)} "
-        f"--bind unix:{serving.metrics_socket_path(folder)} --bind 127.0.0.1:{direct_port}",
+        f"--bind unix:{serving.metrics_socket_path(folder)} "
+        f"--bind unix:{serving.admin_socket_path(folder)} --bind 127.0.0.1:{direct_port}",
     }
 
 

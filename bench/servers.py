@@ -61,11 +61,16 @@ def gunicorn(app: str, env: dict[str, str], log_path: Path):
         yield served
 
 
+def side_ports() -> dict[str, str]:
+    """Free ports for the scraper's and the console's listeners, so servers can share a machine."""
+    return {"METRICS_PORT": str(free_port()), "ADMIN_PORT": str(free_port())}
+
+
 @contextlib.contextmanager
 def front(env: dict[str, str], log_path: Path):
     """The service as `python -m webhooks serve` runs it, nginx in front of gunicorn, once it answers."""
     port = free_port()
-    env = {**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(port), "METRICS_PORT": str(free_port())}
+    env = {**os.environ, **env, "HOST": "127.0.0.1", "PORT": str(port), **side_ports()}
     url = f"http://127.0.0.1:{port}"
     nginx = nginx_binary(Settings.from_env(env))
     if nginx is None:
@@ -79,7 +84,7 @@ def front(env: dict[str, str], log_path: Path):
 @contextlib.contextmanager
 def serve(env: dict[str, str], log_path: Path):
     """`python -m webhooks serve` as a process of its own, its output (nginx's lines too) in `log_path`."""
-    env = {**env, "METRICS_PORT": str(free_port())}
+    env = {**env, **side_ports()}
     with _served([sys.executable, "-m", "webhooks", "serve"], ROOT, env, log_path) as served:
         yield served
 

@@ -299,6 +299,8 @@ class Gunicorn:
         self.url = f"http://{host}:{self.port}"
         self.metrics_port = ports.free_port()
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        self.admin_port = ports.free_port()
+        self.admin_url = f"http://127.0.0.1:{self.admin_port}"
         self._probe = probe(self)
         self.workers = int(env.get("WEB_CONCURRENCY", 1))
         self.log_path = Path(tempfile.mkdtemp()) / "gunicorn.log"
@@ -316,6 +318,7 @@ class Gunicorn:
                 **env,
                 "PORT": str(self.port),
                 "METRICS_PORT": str(self.metrics_port),
+                "ADMIN_PORT": str(self.admin_port),
             },
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ from types import ModuleType
 
 from webhooks.core import history, ingest
 from webhooks.core.events import Event, InvalidEvent, InvalidFields
+from webhooks.core.redaction import Policy
 from webhooks.core.registry import HandlerMistake, Registry
 from webhooks.domains import github as github_domain
 from webhooks.domains import shopify as shopify_domain
@@ -63,6 +64,11 @@ def handlers(settings: Settings) -> Registry:
         except HandlerMistake as exc:
             raise SettingError(f"WEBHOOK_HANDLER_MODULES: {name}: {exc}") from None
     return registry
+
+
+def shown(settings: Settings, registry: Registry) -> Policy:
+    """What an operator is shown of a payload: the domains' personal keys and WEBHOOK_REDACT_FIELDS hidden."""
+    return Policy(registry.personal_fields() | frozenset(settings.redact_fields))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
 
+import os
 import subprocess
 import sys
 
@@ -206,3 +207,18 @@ def test_the_return_call_row_ships_every_session_and_prices_its_cpu_against_a_de
     assert "HTTP 200 fulfilled: " in row and "HTTP 5" not in row and "HTTP 4" not in row
     [ratio] = [line for line in out.splitlines() if line.startswith("| return call's CPU per call")]
     assert float(ratio.split("|")[2]) > 0
+
+
+def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_url):
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.console", "--events", "120", "--repeat", "1"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    pages = [line.split("|")[1].strip() for line in table[1:]]
+    assert pages == ["console", "bulk confirmation", "find: every event", "find: by payment id", "an event"]

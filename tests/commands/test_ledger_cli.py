@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import json
 
 import pytest
 
@@ -100,3 +101,72 @@ def test_reprocess_of_a_still_failing_event_records_another_failure(run, ledger,
     # The failure is logged (JSON, on stdout too); the answer is the last line.
     assert code == 1 and out.splitlines()[-1] == '500 {"error":"fulfilment_failed"}'
     assert table_counts(db)["webhook_failures"] == 3
+
+
+def _personal_payment() -> dict:
+    """A paid event carrying what Stripe can carry of a person: receipt email, card, free text."""
+    evt = samples.payment_events()[1]
+    obj = evt["data"]["object"]
+    obj["receipt_email"] = "jane.doe@example.com"
+    obj["description"] = "Deliver to 12 Main Street; call +1 415-555-2671"
+    obj["metadata"] = {"contact": "jane.doe@example.com", "order_ref": "ord_77"}
+    obj["payment_method_details"] = {"card": {"brand": "visa", "last4": "4242", "exp_month": 8}}
+    return evt
+
+
+PERSONAL = ("jane.doe@example.com", "12 Main Street", "415-555-2671", "4242")
+
+
+def test_show_and_its_json_redact_personal_data_by_default(run, client):
+    evt = _personal_payment()
+    assert post_event(client, evt).status_code == 200
+    for argv in (("events", "show", evt["id"]), ("events", "show", evt["id"], "--json")):
+        code, out = run(*argv)
+        assert code == 0 and evt["id"] in out and "ord_77" in out
+        assert [text for text in PERSONAL if text in out] == []
+
+
+def test_show_personal_shows_it_and_logs_who_asked_for_which_event(run, client):
+    evt = _personal_payment()
+    assert post_event(client, evt).status_code == 200
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        code, out = run("events", "show", evt["id"], "--json", "--show-personal")
+    assert code == 0 and all(text in out for text in PERSONAL)
+    assert json.loads(out)["event_id"] == evt["id"]  # stdout stays one JSON document
+    [audit] = [json.loads(line) for line in err.getvalue().splitlines()]
+    assert (audit["event"], audit["event_id"], audit["command"]) == (
+        "personal_data_shown",
+        evt["id"],
+        "events show",
+    )
+    assert audit["user"] and audit["level"] == "warning"
+
+
+def test_list_searches_by_an_id_in_the_payload_and_pages_by_keyset(run, client, db):
+    paid = samples.payment_events()[1]
+    others = [scripted_event() for _ in range(3)]
+    for evt in (paid, *others):
+        assert post_event(client, evt).status_code == 200
+    code, out = run("events", "list", "--search", paid["data"]["object"]["id"])
+    assert code == 0 and [line.split()[1] for line in out.splitlines()[1:]] == [paid["id"]]
+    db.execute("UPDATE webhook_events SET received_at = '2026-01-02T03:04:05Z'")
+    seen, argv = [], ["events", "list", "--type", "test.scripted", "--limit", "2"]
+    while True:
+        code, out = run(*argv)
+        *rows, last = out.splitlines()[1:]
+        if not last.startswith("next page: "):
+            seen += [line.split()[1] for line in (*rows, last)]
+            break
+        seen += [line.split()[1] for line in rows]
+        argv = [*argv[:6], "--after", last.split("'")[1]]
+    assert sorted(seen) == sorted(evt["id"] for evt in others)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--search", "pi_%"), ("--after", "yesterday"), ("--limit", "0"), ("--limit", "501")],
+)
+def test_list_refuses_a_search_a_cursor_or_a_page_that_means_nothing(run, argv):
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        code, out = run("events", "list", *argv)
+    assert code != 0 and out == "" and len(err.getvalue().strip().splitlines()) == 1

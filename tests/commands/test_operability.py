@@ -112,6 +112,7 @@ def test_bin_serve_says_each_step_and_stops_the_embedded_database_it_started(dat
             "WEBHOOK_DATA_DIR": data_dir,
             "HOST": "127.0.0.1",
             "METRICS_PORT": str(ports.free_port()),
+            "ADMIN_PORT": str(ports.free_port()),
             "WEB_CONCURRENCY": "1",
             "STRIPE_WEBHOOK_SECRET": conftest.SECRET,
         },

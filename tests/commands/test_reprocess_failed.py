@@ -44,15 +44,34 @@ def an_old_failure(db, event_id: str) -> None:
     )
 
 
-def test_dry_run_prints_the_count_and_ids_and_changes_nothing(reprocess, client, db):
+def test_list_prints_the_count_and_ids_and_changes_nothing(reprocess, client, db):
     failing = [failed_once(client) for _ in range(2)]
     an_old_failure(db, "evt_two_days_old")
     before = table_counts(db)
-    ran = reprocess("--status", "failed", "--since", "1d", "--type", "test.scripted", "--dry-run")
+    ran = reprocess("--status", "failed", "--since", "1d", "--type", "test.scripted", "--list")
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
         "would reprocess 2 failed event(s)",
         *(f"stripe {evt['id']} test.scripted" for evt in failing),
+    ]
+    assert table_counts(db) == before
+
+
+def test_dry_run_prints_a_summary_by_provider_and_type_not_a_line_per_event(reprocess, client, db):
+    for _ in range(2):
+        failed_once(client)
+    an_old_failure(db, "evt_two_days_old")
+    db.execute(
+        "INSERT INTO webhook_failures (provider, event_id, event_type, error_class, payload)"
+        " VALUES ('github', 'guid-1', 'push', 'Boom', '{}')"
+    )
+    before = table_counts(db)
+    ran = reprocess("--status", "failed", "--dry-run")
+    assert ran.returncode == 0, ran.stderr
+    assert [line.split() for line in ran.stdout.splitlines()] == [
+        ["would", "reprocess", "4", "failed", "event(s)"],
+        ["3", "stripe", "test.scripted"],
+        ["1", "github", "push"],
     ]
     assert table_counts(db) == before
 

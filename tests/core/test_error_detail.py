@@ -12,6 +12,7 @@ import psycopg
 
 from tests.commands.test_operability import json_lines
 from tests.conftest import migrated_before, post_event, scripted_event
+from tests.support.admin import on_console_listener
 from tests.support.commands import called
 from tests.support.stories import fixture
 from webhooks.infra import migrate
@@ -31,7 +32,7 @@ def test_a_handlers_unique_violation_on_a_customers_email_is_recorded_without_th
 ):
     db.execute("CREATE TABLE shop_customers (email text UNIQUE)")
     db.execute("INSERT INTO shop_customers (email) VALUES (%s)", [EMAIL])
-    admin = make_app(WEBHOOK_ADMIN_TOKEN=TOKEN).test_client()
+    admin = on_console_listener(make_app(WEBHOOK_ADMIN_TOKEN=TOKEN))
     evt = scripted_event(clash_email=EMAIL)
     assert post_event(admin, evt).status_code == 500
 
@@ -92,7 +93,7 @@ def _admin_page(admin) -> str:
 def test_a_handlers_error_quoting_a_customers_email_is_recorded_by_its_class_and_place_alone(
     make_app, db, database_url
 ):
-    admin = make_app(WEBHOOK_ADMIN_TOKEN=TOKEN).test_client()
+    admin = on_console_listener(make_app(WEBHOOK_ADMIN_TOKEN=TOKEN))
     evt = scripted_event(fail_quoting=EMAIL)
     response = post_event(admin, evt)
     assert response.status_code == 500 and EMAIL not in response.get_data(as_text=True)

@@ -60,3 +60,25 @@ def test_a_value_orjson_refuses_is_still_written_as_a_json_line():
     odd, plain = [json.loads(line) for line in done.stdout.splitlines()]
     assert (odd["big"], odd["lone"], odd["ok"]) == (2**70, "\ud800", "\u00e9")
     assert (plain["event"], plain["duration_ms"], plain["nested"]) == ("plain", 1.5, {"a": [1, None]})
+
+
+def test_a_line_never_carries_an_email_a_phone_number_or_an_address():
+    # A handler's PublicError can name what a customer sent; a caller can log a value it should not.
+    script = (
+        "import structlog\n"
+        "from webhooks.infra import logs\n"
+        "from webhooks.infra.errors import PublicError\n"
+        "logs.configure()\n"
+        "log = structlog.get_logger()\n"
+        "log.info('noted', note='ask jane.doe@example.com or +1 415-555-2671',"
+        " event_id='evt_1NG8Du2eZvKYlo2C')\n"
+        "try:\n"
+        "    raise PublicError('no account for jane.doe@example.com at 12 Main Street')\n"
+        "except PublicError:\n"
+        "    log.exception('failed')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    noted, failed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (noted["note"], noted["event_id"]) == ("ask [redacted] or [redacted]", "evt_1NG8Du2eZvKYlo2C")
+    assert failed["exception"]["message"] == "no account for [redacted] at [redacted]"

@@ -21,6 +21,8 @@ BAD: dict[str, str | None] = {
     "HOST": "local host",
     "METRICS_PORT": "0",
     "METRICS_HOST": "127.0.0.1;",
+    "ADMIN_PORT": "65536",
+    "ADMIN_HOST": "127.0.0.1 ;",
     "WEBHOOK_FRONT_DIR": "relative/dir",
     "WEBHOOK_FRONT_CONNECTIONS": "8",
     "WEBHOOK_FRONT_CONNECTIONS_PER_CLIENT": "0",
@@ -103,6 +105,8 @@ def test_a_bad_value_is_one_line_naming_its_variable(variable):
         ),
         ({"WEBHOOK_PROXY_PROTOCOL": "on"}, "WEBHOOK_PROXY_PROTOCOL"),
         ({"PORT": "9000", "METRICS_PORT": "9000"}, "METRICS_PORT"),
+        ({"PORT": "9000", "ADMIN_PORT": "9000"}, "ADMIN_PORT"),
+        ({"METRICS_PORT": "9100", "ADMIN_PORT": "9100"}, "ADMIN_PORT"),
         ({"STRIPE_MODE": "live", "STRIPE_API_KEY": "rk_test_abc"}, "STRIPE_API_KEY"),
         ({"WEBHOOK_FULFIL_TOKEN": "a-long-enough-fulfil-token"}, "WEBHOOK_FULFIL_TOKEN"),
         # Under gunicorn the pool follows the threads: four threads, a floor of six.

@@ -1,4 +1,4 @@
-"""The console's actions clicked in a real browser (Debian's chromium, driven by playwright), served.
+"""The console's sign-in and actions clicked in a real browser (Debian's chromium, by playwright), served.
 
 Under the pages' Content-Security-Policy: a form that the policy refused to
 submit, or a style it refused, would show up here as a console message.
@@ -8,26 +8,13 @@ from __future__ import annotations
 
 import pytest
 import requests
-from playwright.sync_api import Page, sync_playwright
 
 from tests.conftest import scripted_event, signed_headers
+from tests.support.admin import TOKEN, browser_page, no_policy_refusals, sign_in
 from tests.support.dead_letters import dead_letter, status_of
 from webhooks.traffic import samples
 
-TOKEN = "admin-token-for-tests-0123456789"
-
-
-@pytest.fixture
-def browser_page(chromium):
-    """A page in Debian's chromium; console messages kept, for the policy's refusals."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page()
-        page.console_messages = []
-        page.on("console", lambda message: page.console_messages.append(message.text))
-        page.set_default_timeout(30_000)
-        yield page
-        browser.close()
+__all__ = ["browser_page"]  # the fixture, imported for pytest
 
 
 def deliver(server, evt: dict) -> int:
@@ -42,11 +29,6 @@ def outcome(db, event_id: str) -> str | None:
     return row and row[0]
 
 
-def no_policy_refusals(page: Page) -> None:
-    refused = [text for text in page.console_messages if "Content Security Policy" in text]
-    assert refused == []
-
-
 @pytest.mark.system
 def test_clicking_reprocess_on_a_failed_event_completes_it(browser_page, front, db):
     server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
@@ -56,7 +38,7 @@ def test_clicking_reprocess_on_a_failed_event_completes_it(browser_page, front, 
     assert outcome(db, evt["id"]) is None
 
     page = browser_page
-    page.goto(f"{server.url}/admin?token={TOKEN}")
+    sign_in(page, server)
     page.locator("#failures").get_by_role("link", name=evt["id"]).click()
     assert page.locator("#event-failures").inner_text().count("ScriptedFailure: scripted failure 1") == 1
     page.click("#reprocess")
@@ -75,9 +57,9 @@ def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(br
     job_id = dead_letter(db, "test.effect:pi_clicked")
 
     page = browser_page
-    page.goto(f"{server.url}/admin?token={TOKEN}")
-    page.fill("input[name=type]", "test.scripted")
-    page.fill("input[name=since]", "1h")
+    sign_in(page, server)
+    page.fill("#count-failed input[name=type]", "test.scripted")
+    page.fill("#count-failed input[name=since]", "1h")
     page.get_by_role("button", name="Count them first").click()
     assert (
         page.locator("#count")
@@ -90,8 +72,50 @@ def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(br
     assert page.locator("#summary").inner_text() == "2 of 2 completed."
     assert [outcome(db, evt["id"]) for evt in failing] == ["scripted", "scripted"]
 
-    page.goto(f"{server.url}/admin?token={TOKEN}")
+    page.goto(f"{server.admin_url}/admin")
     page.click(f"#requeue-{job_id}")
     page.wait_for_selector("#requeued")
     no_policy_refusals(page)
     assert status_of(db, job_id) == ("queued", 0)
+
+
+@pytest.mark.system
+def test_signing_in_takes_the_token_by_post_once_and_a_wrong_one_is_refused(browser_page, front, db):
+    server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
+    page = browser_page
+    page.goto(f"{server.admin_url}/admin")
+    page.fill("input[name=token]", "wrong-token")
+    page.click("#sign-in")
+    assert page.locator("#refused").inner_text() == "wrong token"
+    page.fill("input[name=token]", TOKEN)
+    page.click("#sign-in")
+    page.wait_for_selector("#sign-out")
+    assert page.url == f"{server.admin_url}/admin" and TOKEN not in page.url
+    [cookie] = page.context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (
+        "webhooks_admin",
+        True,
+        "Strict",
+        "/admin",
+    )
+    assert cookie["expires"] > 0  # not a browser-session cookie: it expires
+    # The public listener has no console, signed in or not.
+    assert requests.get(f"{server.url}/admin", timeout=30).status_code == 404
+    # What an operator sees of a customer: nothing personal, in the payload's keys or its free text.
+    paid = samples.payment_events()[1]
+    paid["data"]["object"]["description"] = "Deliver to 12 Main Street; ring +1 415-555-2671"
+    paid["data"]["object"]["metadata"] = {"contact": "jane.doe@example.com"}
+    assert deliver(server, paid) == 200
+    page.goto(f"{server.admin_url}/admin/events/stripe/{paid['id']}")
+    shown = page.locator("#payload").inner_text()
+    assert "Deliver to [redacted]; ring [redacted]" in shown and '"contact": "[redacted]"' in shown
+    assert "jane.doe" not in page.content()
+    # Found by the payment's id, which only its payload holds.
+    page.goto(f"{server.admin_url}/admin")
+    page.fill("#find input[name=q]", paid["data"]["object"]["id"])
+    page.click("#find-events")
+    assert page.locator("#found").get_by_role("link").all_inner_texts() == [paid["id"]]
+    page.goto(f"{server.admin_url}/admin")
+    page.click("#sign-out")
+    page.wait_for_selector("#sign-in")
+    no_policy_refusals(page)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import collections
+import getpass
 import sys
 
 from webhooks import bootstrap
 from webhooks.core import history
+from webhooks.infra import logs
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 from webhooks.providers import stripe
@@ -16,8 +19,16 @@ from .errors import CommandError
 
 
 def _list(args: argparse.Namespace) -> int:
-    with connect(Settings.from_env()) as conn:
-        rows = history.events(conn, args.status, args.type, args.since, args.limit, args.provider)
+    if not 1 <= args.limit <= history.MAX_PAGE:
+        raise CommandError(f"--limit: from 1 to {history.MAX_PAGE} events a page")
+    try:
+        after = history.Cursor.parse(args.after) if args.after else None
+        with connect(Settings.from_env()) as conn:
+            rows = history.events(
+                conn, args.status, args.type, args.since, args.limit, args.provider, args.search, after
+            )
+    except history.BadSearch as exc:
+        raise CommandError(str(exc)) from None
     if args.json:
         table.print_json(rows)
         return 0
@@ -30,11 +41,15 @@ def _list(args: argparse.Namespace) -> int:
             f"{row.received_at.isoformat(timespec='seconds'):<26} {row.event_id:<32} {row.provider:<9} "
             f"{row.event_type or '-':<34} {row.status:<10} {row.outcome or '-':<18} {row.failures}"
         )
+    if len(rows) == args.limit:
+        last = rows[-1]
+        print(f"next page: --after '{history.Cursor(last.received_at, last.event_id)}'")
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    with connect(Settings.from_env()) as conn:
+    settings = Settings.from_env()
+    with connect(settings) as conn:
         detail = history.event(conn, args.provider, args.event_id)
     if detail is None:
         print(
@@ -42,6 +57,17 @@ def _show(args: argparse.Namespace) -> int:
             file=sys.stderr if args.json else sys.stdout,
         )
         return 1
+    if args.show_personal:
+        # The only way to personal data on screen: who, which event, in the log.
+        logs.to_stderr().warning(
+            "personal_data_shown",
+            command="events show",
+            provider=detail.provider,
+            event_id=detail.event_id,
+            user=getpass.getuser(),
+        )
+    else:
+        detail = history.shown(detail, bootstrap.shown(settings, bootstrap.handlers(settings)))
     if args.json:
         table.print_json(detail)
         return 0
@@ -65,7 +91,7 @@ def _reprocess(args: argparse.Namespace) -> int:
     """One event by its id, or every failed one a filter selects (`--status failed`)."""
     if args.event_id is None:
         return _reprocess_failed(args)
-    if args.status or args.since or args.type or args.dry_run:
+    if args.status or args.since or args.type or args.dry_run or args.list:
         raise CommandError("give an event id, or --status failed (or refused) with its filters, not both")
     service = bootstrap.build(min_size=1, max_size=1)
     try:
@@ -90,10 +116,16 @@ def _reprocess_failed(args: argparse.Namespace) -> int:
             selected = history.to_reprocess(
                 conn, args.since, args.type, args.provider, refused=args.status == "refused"
             )
-        if args.dry_run:
+        if args.dry_run or args.list:
             print(f"would reprocess {len(selected)} {args.status} event(s)")
-            for row in selected:
-                print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
+            if args.list:
+                for row in selected:
+                    print(f"{row.provider} {row.event_id} {row.event_type or '-'}")
+                return 0
+            # A summary whatever the backlog: one line per provider and type, the most first.
+            counted = collections.Counter((row.provider, row.event_type or "-") for row in selected)
+            for (provider, event_type), count in counted.most_common():
+                print(f"{count:>9}  {provider} {event_type}")
             return 0
         ran = completed = 0
         for result in service.reprocess_each(
@@ -121,14 +153,27 @@ def register(commands) -> None:
     listing.add_argument(
         "--since", type=durations.instant, help="a span back from now (1h, 7d) or an ISO time"
     )
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=int, default=50, help=f"events a page (at most {history.MAX_PAGE})")
     listing.add_argument("--provider", choices=_PROVIDERS, help="only this provider's events")
+    listing.add_argument(
+        "--search",
+        metavar="ID",
+        help="an event id, or one its payload holds: payment, session, order, customer, refund, dispute",
+    )
+    listing.add_argument(
+        "--after", metavar="CURSOR", help="the next page: the cursor the previous one printed last"
+    )
     table.add_json(listing)
     listing.set_defaults(func=_list)
 
     show = actions.add_parser("show", help="payload, outcome, attempts and failures of one event")
     show.add_argument("event_id", metavar="EVT_ID")
     show.add_argument("--provider", default=stripe.NAME, choices=_PROVIDERS)
+    show.add_argument(
+        "--show-personal",
+        action="store_true",
+        help="show emails, phone numbers, addresses and card details in clear (logged: who, which event)",
+    )
     table.add_json(show)
     show.set_defaults(func=_show)
 
@@ -151,7 +196,12 @@ def register(commands) -> None:
     again.add_argument("--type", help="with --status: only events of this type")
     again.add_argument("--since", type=durations.instant, help="with --status: received since (1h, 7d, ISO)")
     again.add_argument(
-        "--dry-run", action="store_true", help="with --status: print the count and ids, run none"
+        "--dry-run",
+        action="store_true",
+        help="with --status: print the count, and how many of each provider and type; run none",
+    )
+    again.add_argument(
+        "--list", action="store_true", help="with --status: print the count and each event; run none"
     )
     again.add_argument(
         "--allow-ignored",

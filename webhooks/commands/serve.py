@@ -1,9 +1,10 @@
 """`python -m webhooks serve` (bin/serve, the Procfile's `web:`): migrate, then nginx in front of gunicorn.
 
-nginx listens on HOST:PORT and on METRICS_HOST:METRICS_PORT (the
-scraper's, for /metrics), and hands gunicorn whole requests over a Unix
-socket for each (webhooks/web/front.py); `serve` tallies the requests the
-front refused, for /metrics (webhooks/web/refusals.py). Without nginx,
+nginx listens on HOST:PORT, on METRICS_HOST:METRICS_PORT (the scraper's,
+for /metrics) and on ADMIN_HOST:ADMIN_PORT (the operator console's), and
+hands gunicorn whole requests over a Unix socket for each
+(webhooks/web/front.py); `serve` tallies the requests the front refused,
+for /metrics (webhooks/web/refusals.py). Without nginx,
 gunicorn alone serves 127.0.0.1 only, and the command says so: exposed by
 itself, a thread-per-request server is held by any client that sends slowly.
 
@@ -289,6 +290,7 @@ def _serve(args: argparse.Namespace) -> int:
     _check_handlers(settings, service)
     port = check_port_free(host, port)
     check_port_free(settings.metrics_host, settings.metrics_port, "METRICS_PORT")
+    check_port_free(settings.admin_host, settings.admin_port, "ADMIN_PORT")
     url, started = _database(settings)
     try:
         applied = migrate.migrate(url)
@@ -304,6 +306,9 @@ def _serve(args: argparse.Namespace) -> int:
                 webhook=f"{base}/webhooks/stripe",
                 front="nginx" if nginx else None,
                 metrics=f"http://{settings.metrics_host}:{settings.metrics_port}/metrics",
+                admin=f"http://{settings.admin_host}:{settings.admin_port}/admin"
+                if settings.admin_token
+                else None,
             )
             return served.wait()
     finally:

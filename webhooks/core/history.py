@@ -10,11 +10,14 @@ are not what the sender sends, core.events.InvalidFields).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import psycopg
 from psycopg.rows import class_row, dict_row
+
+from .redaction import Policy
 
 _FAILURES = """
 SELECT provider, event_id, max(event_type) AS event_type, count(*) AS failures,
@@ -48,9 +51,25 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(provider)s::text IS NULL OR provider = %(provider)s)
   AND (%(type)s::text IS NULL OR event_type = %(type)s)
   AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
+  AND (%(after_at)s::timestamptz IS NULL
+       OR received_at < %(after_at)s OR (received_at = %(after_at)s AND event_id > %(after_id)s))
+  AND (%(search)s::text IS NULL OR event_id = %(search)s
+       OR EXISTS (SELECT 1 FROM webhook_events x
+                  WHERE x.provider = events.provider AND x.event_id = events.event_id
+                    AND x.payload ~ %(in_payload)s)
+       OR EXISTS (SELECT 1 FROM webhook_failures x
+                  WHERE x.provider = events.provider AND x.event_id = events.event_id
+                    AND x.payload ~ %(in_payload)s))
 ORDER BY received_at DESC, event_id
 LIMIT %(limit)s
 """
+
+# What an operator may search by: an id as a provider writes one (Stripe's
+# pi_..., cs_..., cus_...; Shopify's numbers; GitHub's GUIDs), nothing a
+# pattern could be made of.
+_SEARCHABLE = re.compile(r"[A-Za-z0-9_.:-]{1,255}")
+# A page's rows at most, on /admin and in `events list`.
+MAX_PAGE = 500
 
 _LEDGER_ROW = f"""
 SELECT event_type, {STATUS} AS status, outcome, response_status, response_body,
@@ -106,6 +125,37 @@ class EventDetail:
     account: str | None = None
 
 
+class BadSearch(ValueError):
+    """A search or a page's cursor that names nothing: one line for the operator."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended (keyset paging): the next one starts after this row, however many came since."""
+
+    received_at: datetime
+    event_id: str
+
+    def __str__(self) -> str:
+        return f"{self.received_at.isoformat()},{self.event_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        at, _, event_id = text.partition(",")
+        try:
+            return cls(datetime.fromisoformat(at), event_id)
+        except ValueError:
+            raise BadSearch(f"not a page cursor: {text[:80]!r} (it is <received_at>,<event_id>)") from None
+
+
+def _in_payload(search: str) -> str:
+    """A payload that has `search` as a whole value: a JSON string, or a bare number."""
+    if not _SEARCHABLE.fullmatch(search):
+        raise BadSearch("search for one id: letters, digits and _ . : - only, at most 255")
+    quoted = f'"{re.escape(search)}"'
+    return f"{quoted}|[:,\\[]\\s*{search}\\s*[],}}]" if search.isdigit() else quoted
+
+
 def events(
     conn: psycopg.Connection,
     status: str | None = None,
@@ -113,12 +163,26 @@ def events(
     since: datetime | None = None,
     limit: int | None = 50,
     provider: str | None = None,
+    search: str | None = None,
+    after: Cursor | None = None,
 ) -> list[EventSummary]:
     """Most recent first, completed and failed alike unless `status` says which; any provider unless named.
 
-    No `limit` (None) is every one.
+    `search` is an id: the event's own, or one its payload has as a value
+    (a payment, session, order, customer, refund or dispute). `after` is the
+    previous page's last row. No `limit` (None) is every one.
     """
-    params = {"status": status, "type": event_type, "since": since, "limit": limit, "provider": provider}
+    params = {
+        "status": status,
+        "type": event_type,
+        "since": since,
+        "limit": limit,
+        "provider": provider,
+        "search": search,
+        "in_payload": _in_payload(search) if search else None,
+        "after_at": after and after.received_at,
+        "after_id": after and after.event_id,
+    }
     return conn.cursor(row_factory=class_row(EventSummary)).execute(_LIST, params).fetchall()
 
 
@@ -137,6 +201,15 @@ def to_reprocess(
     """
     rows = events(conn, "failed", event_type, since, None, provider)
     return [row for row in reversed(rows) if (row.outcome is not None) == refused]
+
+
+def shown(detail: EventDetail, policy: Policy) -> EventDetail:
+    """`detail` as an operator may see it: its payload and its failures' text under `policy`."""
+    return replace(
+        detail,
+        payload=policy.payload(detail.payload),
+        failures=[replace(f, error_message=policy.text(f.error_message)) for f in detail.failures],
+    )
 
 
 def readable(payload: str | None) -> str | None:

@@ -186,6 +186,13 @@ class Settings(_FromEnv):
     [Serving](serving.md#metrics-off-the-public-surface))"""
     metrics_host: Host = setting("METRICS_HOST", "127.0.0.1")
     """the address for `METRICS_PORT`; `0.0.0.0` only where the network keeps the port from the internet"""
+    admin_port: Port = setting("ADMIN_PORT", 9465)
+    """the operator console's listener, the only one that serves `/admin`: the front's, on a gunicorn
+    socket of its own; gunicorn's own when it runs alone (see [Operator
+    console](operating.md#operator-console-admin))"""
+    admin_host: Host = setting("ADMIN_HOST", "127.0.0.1")
+    """the address for `ADMIN_PORT`: loopback, reached by an SSH tunnel, or an address only the deploy's
+    own front reaches"""
     front_dir: Annotated[str | None, rule(_folder)] = setting(
         "WEBHOOK_FRONT_DIR", None, shown="unset (`serve` sets it for gunicorn)"
     )
@@ -367,9 +374,13 @@ class Settings(_FromEnv):
 
 def _same_listener(s: Settings) -> str | None:
     wildcard = {"0.0.0.0", "::"}
-    hosts = {s.host, s.metrics_host}
-    if s.port == s.metrics_port and (len(hosts) == 1 or hosts & wildcard):
-        return f"METRICS_PORT: {s.metrics_port} is PORT too: the scraper's listener needs a port of its own"
+    listeners = [("PORT", s.host, s.port), ("METRICS_PORT", s.metrics_host, s.metrics_port)]
+    listeners.append(("ADMIN_PORT", s.admin_host, s.admin_port))
+    for index, (name, host, port) in enumerate(listeners):
+        for other, other_host, other_port in listeners[:index]:
+            hosts = {host, other_host}
+            if port == other_port and (len(hosts) == 1 or hosts & wildcard):
+                return f"{name}: {port} is {other} too: each listener needs a port of its own"
     return None
 
 

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import traceback
+from collections.abc import MutableMapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,6 +17,7 @@ import structlog
 from gunicorn import glogging
 from structlog.typing import Processor
 
+from . import personal
 from .errors import PublicError
 
 # The innermost frames say where it broke; the outer ones are the framework's.
@@ -97,10 +99,32 @@ def _json_line(event: Any, **dumps_kw: Any) -> str:
         return json.dumps(event, **dumps_kw)
 
 
+def _scrub_personal(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Email addresses, phone numbers and street addresses out of a line's text (personal.py), the
+    exception's message included: a PublicError's text, say, naming what a customer sent."""
+    for key, value in event.items():
+        if isinstance(value, str) and key not in _NOT_PERSONAL:
+            event[key] = personal.scrub(value)
+    exception = event.get("exception")
+    if isinstance(exception, dict) and isinstance(exception.get("message"), str):
+        exception["message"] = personal.scrub(exception["message"])
+    return event
+
+
+# Written by the logger itself, never from a payload.
+_NOT_PERSONAL = frozenset({"timestamp", "level", "event", "logger"})
+
 _RENDER: list[Processor] = [
     structlog.processors.ExceptionRenderer(short_traceback),
+    _scrub_personal,
     structlog.processors.JSONRenderer(serializer=_json_line),
 ]
+
+
+def to_stderr() -> Any:
+    """A logger writing the same JSON lines to stderr: a command's audit line beside output that must
+    stay parseable (`--json`)."""
+    return structlog.wrap_logger(structlog.WriteLogger(sys.stderr), processors=[*_SHARED, *_RENDER])
 
 
 def formatter() -> logging.Formatter:

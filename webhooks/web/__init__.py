@@ -6,3 +6,8 @@ WEBHOOK_PREFIX = "/webhooks/"
 # The customer's return from Checkout is POSTed under this (checkout_return.py):
 # the route and the front's rate limit (front.py) alike.
 RETURN_PREFIX = "/stripe/checkout/sessions/"
+
+# The WSGI environ key naming the listener a request came in on (set by
+# metrics.ByListener), for the views that serve one listener only: /admin.
+LISTENER = "webhooks.listener"
+PUBLIC, SCRAPER, ADMIN = "public", "scraper", "admin"

@@ -34,12 +34,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["webhooks.pool"] = service.pool
     _probes(app, service)
     enabled = service.providers.enabled(settings)
-    admin.install(app, settings.admin_token, service, enabled)
     # The domains' metrics (Registry.metrics) beside the app's own.
     observe = metrics.Metrics(service.pool, settings.front_dir, service.registry.metrics())
+    admin.install(app, settings.admin_token, service, enabled, observe.sign_in_failures)
     delivery.install(app, service, observe.delivery)
     checkout_return.install(app, service, observe.checkout_return)
-    metrics.install(app, observe, settings.metrics_port, settings.front_dir)
+    metrics.install(app, observe, settings)
     startup.announce(settings, service.providers)
     service.publish_settings()
     log.info("app_ready", pid=os.getpid())

@@ -16,10 +16,11 @@ tallies for /metrics (webhooks/web/refusals.py). gunicorn's sockets are in a
 subfolder of it, the only part gunicorn may write (`make_folder`).
 
 The front also serves the scraper's port, on a socket of gunicorn's own and
-a few scrapes at a time; admits a provider's deliveries only from the
-addresses it publishes, where its allowlist is on; limits how often one
-client may make the return call (each costs Stripe API calls); and, behind
-trusted proxies, takes the client to be the address they pass on.
+a few scrapes at a time, and the operator console's port, on a third;
+admits a provider's deliveries only from the addresses it publishes, where
+its allowlist is on; limits how often one client may make the return call
+(each costs Stripe API calls); and, behind trusted proxies, takes the client
+to be the address they pass on.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ SOCKETS = "sockets"
 SOCKET = "gunicorn.sock"
 # gunicorn's second socket, the scraper's: the front's metrics listener alone hands requests to it.
 METRICS_SOCKET = "metrics.sock"
+# gunicorn's third socket, the operator console's: the front's admin listener alone hands requests to it.
+ADMIN_SOCKET = "admin.sock"
 # One line per request the app did not answer: its status.
 REFUSED_LOG = "refused.log"
 INSTALL = "apt-get install nginx"
@@ -186,6 +189,10 @@ http {
         server unix:%(metrics_socket)s;
     }
 
+    upstream gunicorn_admin {
+        server unix:%(admin_socket)s;
+    }
+
     server {
         listen %(listen)s;
 %(real_client)s        limit_conn per_client %(per_client)d;
@@ -215,6 +222,26 @@ http {
 %(error_pages)s
         location = /metrics {
             proxy_pass http://gunicorn_metrics;
+        }
+
+        location / {
+            default_type application/json;
+            return 404 '{"error":"not_found"}';
+        }
+    }
+
+    # The operator console's listener: /admin and nothing else. The app
+    # takes the client from X-Real-IP only on this listener's socket, which
+    # only this server reaches (webhooks/web/metrics.py, ByListener).
+    server {
+        listen %(admin_listen)s;
+        limit_conn per_client %(per_client)d;
+%(error_pages)s
+        location /admin {
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_pass http://gunicorn_admin;
         }
 
         location / {
@@ -298,6 +325,10 @@ def metrics_socket_path(front_dir: str | Path) -> Path:
     return Path(front_dir) / SOCKETS / METRICS_SOCKET
 
 
+def admin_socket_path(front_dir: str | Path) -> Path:
+    return Path(front_dir) / SOCKETS / ADMIN_SOCKET
+
+
 def refused_log(front_dir: str | Path) -> Path:
     return Path(front_dir) / REFUSED_LOG
 
@@ -323,6 +354,7 @@ def nginx_config(settings: Settings, front_dir: Path) -> str:
         "body_cap": settings.max_body_bytes,
         "socket": socket_path(front_dir),
         "metrics_socket": metrics_socket_path(front_dir),
+        "admin_socket": admin_socket_path(front_dir),
         "upstream_keepalive": _seconds(GUNICORN_KEEPALIVE_S - 1),
         "listen": _address(settings.host, settings.port)
         + (" proxy_protocol" if settings.proxy_protocol else ""),
@@ -340,6 +372,7 @@ def nginx_config(settings: Settings, front_dir: Path) -> str:
         "return_retry": max(1, 60 // settings.fulfil_rate_per_minute),
         "metrics_listen": _address(settings.metrics_host, settings.metrics_port),
         "scrapes": _SCRAPES_AT_ONCE,
+        "admin_listen": _address(settings.admin_host, settings.admin_port),
     }
 
 

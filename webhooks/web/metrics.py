@@ -42,8 +42,9 @@ from prometheus_client.registry import Collector
 from webhooks.core import outbox
 from webhooks.core.outcomes import ALREADY_FULFILLED
 from webhooks.infra import db
+from webhooks.infra.config import Settings
 
-from . import front, refusals
+from . import ADMIN, LISTENER, PUBLIC, SCRAPER, front, refusals
 
 log = structlog.get_logger(__name__)
 
@@ -143,6 +144,12 @@ class Metrics:
             ["outcome", "status"],
             registry=self.registry,
         )
+        self.sign_in_failures = Counter(
+            "webhook_admin_sign_in_failures_total",
+            "Refused sign-ins to the operator console, by reason (wrong_token, or rate_limited unchecked)",
+            ["reason"],
+            registry=self.registry,
+        )
         self.pool_counters = {
             name: Counter(f"webhook_db_pool_{name}", f"psycopg_pool {name}", registry=self.registry)
             for name in _POOL_COUNTERS
@@ -231,34 +238,50 @@ class Metrics:
     def wsgi(self, environ, start_response):
         """The scraper's listener: `GET /metrics`, and nothing else."""
         if environ.get("PATH_INFO") != "/metrics" or environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            body, status, content_type = b'{"error":"not_found"}', "404 NOT FOUND", "application/json"
-        else:
-            self.observe_pool()
-            body, status, content_type = self.exposition(), "200 OK", CONTENT_TYPE_LATEST
-        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+            return _not_found(start_response)
+        self.observe_pool()
+        body = self.exposition()
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
         return [body]
 
 
 class ByListener:
-    """Each request to the app of the listener it came in on: the scraper's is served /metrics alone.
+    """Each request to the app of the listener it came in on: the scraper's is served /metrics alone,
+    the console's /admin alone, and the public one never either.
 
-    The scraper's is gunicorn's socket for it behind the front, or its port without one.
+    Each is gunicorn's socket for it behind the front, or its port without one.
+    A request on the console's socket came from the front, which names its
+    client in X-Real-IP (the socket itself has no peer address).
     """
 
-    def __init__(self, public, metrics: Metrics, metrics_port: int, front_dir: str | None):
+    def __init__(self, public, metrics: Metrics, settings: Settings):
         self._public, self._metrics = public, metrics
-        self._scrapers = str(front.metrics_socket_path(front_dir)) if front_dir else metrics_port
+        if settings.front_dir:
+            self._kinds: dict[str | int, str] = {
+                str(front.metrics_socket_path(settings.front_dir)): SCRAPER,
+                str(front.admin_socket_path(settings.front_dir)): ADMIN,
+            }
+        else:
+            self._kinds = {settings.metrics_port: SCRAPER, settings.admin_port: ADMIN}
         # Per connection: its requests (keep-alive) all came in on one listener.
-        self._listeners: weakref.WeakKeyDictionary[socket.socket, str | int] = weakref.WeakKeyDictionary()
+        self._listeners: weakref.WeakKeyDictionary[socket.socket, str] = weakref.WeakKeyDictionary()
 
     def __call__(self, environ, start_response):
         sock = environ.get("gunicorn.socket")
-        if sock is not None:
-            listener = self._listeners.get(sock)
-            if listener is None:
-                listener = self._listeners[sock] = self._listener(sock)
-            if listener == self._scrapers:
-                return self._metrics.wsgi(environ, start_response)
+        if sock is None:  # Flask's test client: the listener its environ names, public by default
+            kind = environ.setdefault(LISTENER, PUBLIC)
+        else:
+            kind = self._listeners.get(sock)
+            if kind is None:
+                kind = self._listeners[sock] = self._kinds.get(self._listener(sock), PUBLIC)
+            environ[LISTENER] = kind
+            if kind == ADMIN:
+                if not environ.get("PATH_INFO", "").startswith("/admin"):
+                    return _not_found(start_response)
+                if sock.family == socket.AF_UNIX:
+                    environ["REMOTE_ADDR"] = environ.get("HTTP_X_REAL_IP", "")
+        if kind == SCRAPER:
+            return self._metrics.wsgi(environ, start_response)
         return self._public(environ, start_response)
 
     @staticmethod
@@ -268,7 +291,15 @@ class ByListener:
         return name if sock.family == socket.AF_UNIX else name[1]
 
 
-def install(app: Flask, metrics: Metrics, metrics_port: int, front_dir: str | None) -> None:
+def _not_found(start_response):
+    body = b'{"error":"not_found"}'
+    start_response(
+        "404 NOT FOUND", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+
+
+def install(app: Flask, metrics: Metrics, settings: Settings) -> None:
     """`metrics` (what webhook deliveries are reported to) as /metrics, on the scraper's listener."""
     app.extensions["webhooks.metrics"] = metrics
-    app.wsgi_app = ByListener(app.wsgi_app, metrics, metrics_port, front_dir)  # type: ignore[method-assign]
+    app.wsgi_app = ByListener(app.wsgi_app, metrics, settings)  # type: ignore[method-assign]

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.conftest import post_event, scripted_event
+from tests.support.admin import on_console_listener
 from tests.support.payment_stories import invoice_payment
 from tests.support.rows import count_rows
 from tests.support.stories import FIXTURES, fixture, fraud_warning
@@ -168,7 +169,7 @@ def _quotes(text: str, value: object) -> bool:
 
 
 def test_a_refused_event_is_stored_recorded_and_shows_as_failed(make_app, db, database_url):
-    admin = make_app(WEBHOOK_ADMIN_TOKEN="t" * 32).test_client()
+    admin = on_console_listener(make_app(WEBHOOK_ADMIN_TOKEN="t" * 32))
     evt = sample("payment_intent.succeeded")
     evt["data"]["object"]["amount_received"] = float("nan")
     assert post_event(admin, evt).status_code == 422

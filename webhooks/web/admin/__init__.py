@@ -1,8 +1,12 @@
-"""`/admin`: the operator's console behind WEBHOOK_ADMIN_TOKEN.
+"""`/admin`: the operator's console behind WEBHOOK_ADMIN_TOKEN, on a listener of its own.
 
 Without a configured token it does not exist (404), so a deployment never
-exposes it by accident. The token is accepted as a Bearer header or, for a
-browser, as `?token=`, which the console's own links and forms carry on.
+exposes it by accident; with one, it answers only on the console's listener
+(ADMIN_HOST:ADMIN_PORT, loopback by default) and is a 404 on the public one.
+A browser signs in once, POSTing the token (`sign_in.py`: refusals limited
+and counted in /metrics), and gets a session cookie: HttpOnly, Secure over
+TLS, SameSite=Strict, expiring SESSION_LIFETIME after sign-in. A script
+sends the token as a Bearer header instead. No URL ever carries it.
 
 The views are the module's functions on its blueprint, `bp`; `install`
 registers it and leaves what they read (the token, the service) in the
@@ -10,32 +14,50 @@ app's extensions, where each request finds it.
 
 Pages are GETs that change nothing: the lists, an event (its payload with
 personal fields redacted, its ledger row, failures and outbox jobs) and the
-count a bulk reprocess would run. Every action is a POST carrying a CSRF
-token (`csrf.py`), runs the same code as its command (`events reprocess`,
-`outbox requeue`), and writes one `admin_action` log line naming the
-action and the event or job ids, never a payload.
+count a bulk reprocess would run. Every action is a POST, from a signed-in
+browser with a CSRF token bound to its session and that action (`csrf.py`),
+runs the same code as its command (`events reprocess`, `outbox requeue`),
+and writes one `admin_action` log line naming the action and the event or
+job ids, never a payload.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import re
+import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import structlog
-from flask import Blueprint, Flask, Response, current_app, render_template, request
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask.sessions import SecureCookieSessionInterface
+from prometheus_client import Counter
+from werkzeug.wrappers import Response as ResponseBase
 
 from webhooks import bootstrap
 from webhooks.core import history, outbox
-from webhooks.core.redaction import redact
+from webhooks.core.redaction import Policy
 from webhooks.infra import db
 from webhooks.infra.config import parse_instant
+from webhooks.web import ADMIN, LISTENER
 
-from . import activity, csrf
+from . import activity, csrf, sign_in
 
 log = structlog.get_logger(__name__)
 # A blueprint, so the templates travel with this module.
@@ -51,10 +73,15 @@ def _style_source() -> str:
     return f"'sha256-{base64.b64encode(hashlib.sha256(match[1].encode()).digest()).decode()}'"
 
 
-# On every page, answer and refusal alike.
+# A signed-in browser's session lasts this long from its sign-in, however used.
+SESSION_LIFETIME = timedelta(hours=8)
+# The session cookie's name: what the session holds is its id, for the CSRF tokens.
+_SESSION_KEY = "admin_session"
+
+# On every answer under /admin, Flask's own 404 and 405 included.
 _HEADERS = {
     "Cache-Control": "no-store",
-    # The token can be in the URL: never send it on in a Referer.
+    # An event's or a job's id in a URL is nobody else's business.
     "Referrer-Policy": "no-referrer",
     # The answer is what its Content-Type says, never sniffed into something else.
     "X-Content-Type-Options": "nosniff",
@@ -74,23 +101,36 @@ _HEADERS = {
 }
 
 
-def _presented_token() -> str:
+def _bearer() -> str | None:
+    """The token a script sends in its Authorization header, if it sends one."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials:
-        return credentials.strip()
-    return request.args.get("token", "")
+    return credentials.strip() if scheme.lower() == "bearer" and credentials else None
 
 
 def _text(body: str, status: int, **headers: str) -> Response:
-    return Response(body + "\n", status, mimetype="text/plain", headers={**_HEADERS, **headers})
+    return Response(body + "\n", status, mimetype="text/plain", headers=headers)
 
 
 def _page(template: str, status: int = 200, **context: Any) -> Response:
-    # Links and forms carry the token on the way the page was reached: in the
-    # query for a browser, nothing for a client that sends the header.
-    query = {"token": request.args["token"]} if "token" in request.args else {}
-    html = render_template(template, query=query, **context)
-    return Response(html, status, mimetype="text/html", headers=_HEADERS)
+    return Response(render_template(template, **context), status, mimetype="text/html")
+
+
+class _Sessions(SecureCookieSessionInterface):
+    """Flask's signed session cookie, Secure when the request came over TLS.
+
+    Over TLS the cookie must never travel in the clear; X-Forwarded-Proto is
+    the deploy's TLS front saying so. A client that sends it over plain HTTP
+    only gets a cookie its own browser will not send back.
+    """
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return request.is_secure or request.headers.get("X-Forwarded-Proto", "") == "https"
+
+
+def _harden(response: Response) -> Response:
+    if request.path == "/admin" or request.path.startswith("/admin/"):
+        response.headers.update(_HEADERS)
+    return response
 
 
 def _audit(action: str, **what: Any) -> None:
@@ -120,6 +160,39 @@ class _Filter:
         return {name: value for name, value in found.items() if value}
 
 
+class _Find:
+    """A search as the find form carries it: an id, status, provider, type, since, and the page's cursor."""
+
+    def __init__(self, values: Any, providers: list[str]):
+        self.search = values.get("q", "").strip() or None
+        self.status = values.get("status") or None
+        self.provider = values.get("provider") or None
+        self.type = values.get("type") or None
+        self.since_text = values.get("since") or None
+        if self.status not in (None, "completed", "failed"):
+            raise BadFilter("status: completed or failed")
+        if self.provider not in (None, *providers):
+            raise BadFilter(f"provider: one of {', '.join(providers)}")
+        try:
+            self.since = parse_instant(self.since_text) if self.since_text else None
+            self.after = history.Cursor.parse(values["after"]) if values.get("after") else None
+        except (ValueError, history.BadSearch) as exc:
+            raise BadFilter(str(exc)) from None
+
+    def next_page(self, rows: list[history.EventSummary]) -> str | None:
+        """The next page's URL, its since fixed to the moment this one counted from."""
+        if len(rows) < PAGE_SIZE:
+            return None
+        fields = {"q": self.search, "status": self.status, "provider": self.provider, "type": self.type}
+        fields["since"] = self.since and self.since.isoformat()
+        fields["after"] = str(history.Cursor(rows[-1].received_at, rows[-1].event_id))
+        return url_for("admin.find", **{name: value for name, value in fields.items() if value})
+
+
+# The rows a list page shows at most: every page is bounded.
+PAGE_SIZE = 50
+
+
 @dataclass(frozen=True)
 class _Console:
     """What the views read from the app they serve: set once by `install`."""
@@ -127,17 +200,37 @@ class _Console:
     token: str
     tokens: csrf.Tokens
     service: bootstrap.Service
-    # The providers with a secret, and the payload keys never shown.
+    # The providers with a secret, and what of a payload is never shown.
     enabled: list[str]
-    hidden: frozenset[str]
+    shown: Policy
+    # Refused sign-ins, by reason, for /metrics.
+    sign_in_failures: Counter
 
 
-def install(app: Flask, token: str | None, service: bootstrap.Service, enabled: list[str]) -> None:
+def install(
+    app: Flask, token: str | None, service: bootstrap.Service, enabled: list[str], sign_in_failures: Counter
+) -> None:
     """The console, if `token` is set; `enabled` names the providers with a secret."""
     if not token:
         return
-    hidden = service.registry.personal_fields() | frozenset(service.settings.redact_fields)
-    app.extensions["webhooks.admin"] = _Console(token, csrf.Tokens(token), service, enabled, hidden)
+    shown = bootstrap.shown(service.settings, service.registry)
+    app.extensions["webhooks.admin"] = _Console(
+        token, csrf.Tokens(token), service, enabled, shown, sign_in_failures
+    )
+    # The session cookie is signed with a key only the admin token's holder
+    # has: a new token signs every session out.
+    app.secret_key = hmac.new(token.encode(), b"webhooks-admin-session", hashlib.sha256).hexdigest()
+    app.session_interface = _Sessions()
+    app.config.update(
+        SESSION_COOKIE_NAME="webhooks_admin",
+        SESSION_COOKIE_PATH="/admin",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
+        # The expiry counts from sign-in, not from the last page.
+        SESSION_REFRESH_EACH_REQUEST=False,
+    )
+    app.after_request(_harden)
     app.register_blueprint(bp)
 
 
@@ -147,19 +240,69 @@ def _console() -> _Console:
 
 
 def _render(template: str, status: int = 200, **context: Any) -> Response:
-    return _page(template, status, csrf=_console().tokens.issue(), **context)
+    tokens, signed_in = _console().tokens, session.get(_SESSION_KEY, "")
+    return _page(template, status, csrf=lambda action: tokens.issue(signed_in, action), **context)
+
+
+def _sign_in_page(status: int, refused: str | None = None, **headers: str) -> Response:
+    answer = _page("login.html", status, refused=refused)
+    answer.headers.update(headers)
+    return answer
 
 
 @bp.before_request
 def authorised() -> Response | None:
+    if request.environ.get(LISTENER) != ADMIN:
+        # The public listener has no console: as if there were none.
+        return _text("not found", 404)
+    if request.endpoint == "admin.sign_in":
+        return None
     console = _console()
-    if not hmac.compare_digest(_presented_token().encode(), console.token.encode()):
+    bearer = _bearer()
+    if bearer is not None:
+        # A script's header, which no other site's form can send: no CSRF token needed.
+        if hmac.compare_digest(bearer.encode(), console.token.encode()):
+            return None
         return _text("admin token required", 401, **{"WWW-Authenticate": "Bearer"})
-    if request.method == "POST" and not console.tokens.valid(request.form.get("csrf", "")):
-        # The admin token without a page's CSRF token: a forged form, or a page left open too long.
+    signed_in = session.get(_SESSION_KEY, "")
+    if not signed_in:
+        return _sign_in_page(401, **{"WWW-Authenticate": "Bearer"})
+    if request.method == "POST" and not console.tokens.valid(
+        request.form.get("csrf", ""), signed_in, request.path
+    ):
+        # Signed in, without this session's CSRF token for this action: a forged form, or a stale page.
         log.warning("admin_refused", reason="csrf", path=request.path, client=request.remote_addr)
         return _text("CSRF token missing, wrong or expired: reload the page and try again", 403)
     return None
+
+
+@bp.route("/admin/sign-in", methods=["GET", "POST"], endpoint="sign_in")
+def sign_in_page() -> ResponseBase:
+    if request.method == "GET":
+        return _sign_in_page(200)
+    console = _console()
+    with db.connection(console.service.pool.get()) as conn:
+        verdict = sign_in.check(conn, request.form.get("token", ""), console.token)
+    if verdict is not sign_in.Verdict.SIGNED_IN:
+        console.sign_in_failures.labels(verdict.value).inc()
+        log.warning("admin_refused", reason=verdict.value, path=request.path, client=request.remote_addr)
+        if verdict is sign_in.Verdict.RATE_LIMITED:
+            wait = int(sign_in.WINDOW.total_seconds())
+            return _sign_in_page(
+                429, "too many refused sign-ins: wait a minute", **{"Retry-After": str(wait)}
+            )
+        return _sign_in_page(401, "wrong token")
+    session.clear()
+    session[_SESSION_KEY] = secrets.token_urlsafe(16)
+    session.permanent = True
+    log.info("admin_signed_in", client=request.remote_addr)
+    return redirect(url_for("admin.admin"), 303)
+
+
+@bp.post("/admin/sign-out")
+def sign_out() -> ResponseBase:
+    session.clear()
+    return redirect(url_for("admin.sign_in"), 303)
 
 
 @bp.get("/admin")
@@ -171,12 +314,49 @@ def admin() -> Response:
             "admin.html",
             providers=activity.recent(conn, service.providers, console.enabled),
             window_hours=int(activity.WINDOW.total_seconds() // 3600),
-            events=history.events(conn, limit=50),
-            failures=history.events(conn, status="failed", limit=20),
+            events=_shown(history.events(conn, limit=PAGE_SIZE)),
+            failures=_shown(history.events(conn, status="failed", limit=20)),
             depth=outbox.depth(conn),
-            jobs=outbox.pending(conn, limit=50),
+            jobs=outbox.pending(conn, limit=PAGE_SIZE),
             providers_known=service.providers.names(),
+            chosen=_Find({}, service.providers.names()),
         )
+
+
+def _shown(rows: list[history.EventSummary]) -> list[history.EventSummary]:
+    """`rows` with their last error's text under the policy (a handler's text can name a customer)."""
+    shown = _console().shown
+    return [dataclasses.replace(row, last_error=shown.text(row.last_error)) for row in rows]
+
+
+@bp.get("/admin/events")
+def find() -> Response:
+    """Events by an id an operator has (the event's, or one in its payload) and filters, a page at a time."""
+    service = _console().service
+    known = service.providers.names()
+    chosen = _Find(request.args, known)
+    try:
+        with db.connection(service.pool.get()) as conn:
+            rows = history.events(
+                conn,
+                chosen.status,
+                chosen.type,
+                chosen.since,
+                PAGE_SIZE,
+                chosen.provider,
+                chosen.search,
+                chosen.after,
+            )
+    except history.BadSearch as exc:
+        raise BadFilter(str(exc)) from None
+    return _render(
+        "events.html",
+        events=_shown(rows),
+        chosen=chosen,
+        next_page=chosen.next_page(rows),
+        page_size=PAGE_SIZE,
+        providers_known=known,
+    )
 
 
 @bp.get("/admin/events/<provider>/<event_id>")
@@ -187,15 +367,28 @@ def event(provider: str, event_id: str) -> Response:
         jobs = outbox.pending(conn, None, outbox.Jobs(event=(provider, event_id)))
     if detail is None:
         return _text(f"no event {event_id} of {provider} in the ledger or its failures", 404)
-    payload = redact(detail.payload, console.hidden) if detail.payload is not None else None
-    return _render("event.html", event=detail, payload=history.readable(payload), jobs=jobs)
+    shown = history.shown(detail, console.shown)
+    return _render("event.html", event=shown, payload=history.readable(shown.payload), jobs=jobs)
 
 
 @bp.post("/admin/events/<provider>/<event_id>/reprocess")
 def reprocess(provider: str, event_id: str) -> Response:
     [result] = _console().service.reprocess_each([(provider, event_id)])
     _audit("reprocess", event_ids=[event_id], provider=provider, completed=result.completed)
-    return _render("done.html", 200 if result.completed else 409, action="reprocess", results=[result])
+    return _done("reprocess", [result], 200 if result.completed else 409)
+
+
+def _done(action: str, results: list[Any], status: int = 200) -> Response:
+    """The outcome of a reprocess: its counts, and the first page of its events."""
+    completed = sum(result.completed for result in results)
+    return _render(
+        "done.html",
+        status,
+        action=action,
+        results=results[:PAGE_SIZE],
+        completed=completed,
+        total=len(results),
+    )
 
 
 @bp.errorhandler(BadFilter)
@@ -209,10 +402,18 @@ def _selection(values: Any) -> tuple[_Filter, list[history.EventSummary]]:
         return chosen, history.to_reprocess(conn, chosen.since, chosen.type, chosen.provider)
 
 
+def _confirm(
+    chosen: _Filter, selected: list[history.EventSummary], status: int = 200, **more: Any
+) -> Response:
+    """The count, and the first page of what it counted: the page stays small whatever the backlog."""
+    first_page = _shown(selected[:PAGE_SIZE])
+    return _render("confirm.html", status, chosen=chosen, count=len(selected), first_page=first_page, **more)
+
+
 @bp.get("/admin/reprocess")
 def confirm() -> Response:
     chosen, selected = _selection(request.args)
-    return _render("confirm.html", chosen=chosen, selected=selected)
+    return _confirm(chosen, selected)
 
 
 @bp.post("/admin/reprocess")
@@ -220,7 +421,9 @@ def reprocess_failed() -> Response:
     chosen, selected = _selection(request.form)
     if str(len(selected)) != request.form.get("count"):
         # Failures came or went since the count was shown: show the new one.
-        return _render("confirm.html", 409, chosen=chosen, selected=selected, changed=True)
+        return _confirm(chosen, selected, 409, changed=True)
+    # Before the first event runs: a request cut short still left its trace.
+    _audit("reprocess_failed_started", count=len(selected), **chosen.fields())
     results = list(_console().service.reprocess_each((row.provider, row.event_id) for row in selected))
     _audit(
         "reprocess_failed",
@@ -229,7 +432,7 @@ def reprocess_failed() -> Response:
         event_ids=[result.event_id for result in results],
         **chosen.fields(),
     )
-    return _render("done.html", action="reprocess failed events", results=results)
+    return _done("reprocess failed events", results)
 
 
 @bp.post("/admin/outbox/<int:job_id>/requeue")

@@ -1,8 +1,10 @@
 """CSRF tokens for the console's forms: signed and timed by itsdangerous, keyed by the admin token.
 
-The console keeps no session and sets no cookie, so a token is not stored
-anywhere: it is a signature only a holder of the admin token can make, and
-it expires. Every gunicorn worker checks any other's, as they share the key.
+A token names the signed-in session it was issued to and the one action
+(the form's path) it may post: it is worth nothing to another session, for
+another action, after signing out, or once it expires. Nothing is stored: it
+is a signature only a holder of the admin token can make, and every
+gunicorn worker checks any other's, as they share the key.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ class Tokens:
     def __init__(self, admin_token: str):
         self._signer = URLSafeTimedSerializer(admin_token, salt="webhooks-admin-csrf")
 
-    def issue(self) -> str:
-        return self._signer.dumps("admin")
+    def issue(self, session: str, action: str) -> str:
+        return self._signer.dumps([session, action])
 
-    def valid(self, presented: str) -> bool:
+    def valid(self, presented: str, session: str, action: str) -> bool:
         try:
-            return self._signer.loads(presented, max_age=MAX_AGE_S) == "admin"
+            return bool(session) and self._signer.loads(presented, max_age=MAX_AGE_S) == [session, action]
         except BadSignature:  # SignatureExpired is one
             return False
