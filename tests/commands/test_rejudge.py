@@ -1,8 +1,6 @@
 """`events reprocess` judges a stored refusal (422) again, by id or by filter, through its own ledger row."""
 
-import contextlib
 import importlib
-import io
 import json
 import sys
 import textwrap
@@ -12,9 +10,9 @@ import pytest
 
 from tests import conftest
 from tests.conftest import post_event
+from tests.support.commands import called
 from tests.support.payment_stories import jobs
 from tests.support.rows import count_rows
-from webhooks import commands as cli
 from webhooks.core import ledger
 from webhooks.core.events import InvalidFields
 from webhooks.core.ingest import json_body
@@ -62,9 +60,9 @@ def shop(tmp_path, monkeypatch, database_url, db):
 
 
 def run(*argv) -> tuple[int, str]:
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        code = cli.main(list(argv))
-    return code, out.getvalue()
+    """The command's exit status and its answer: its stdout less the JSON log lines among it."""
+    done = called(*argv)
+    return done.returncode, "".join(line for line in done.stdout.splitlines(True) if not line.startswith("{"))
 
 
 def _customer_created() -> dict:
