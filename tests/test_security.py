@@ -39,11 +39,13 @@ def test_signatures_are_compared_by_the_stripe_librarys_constant_time_compare(mo
     assert len(compared) == 2  # one digest per configured secret, each through the library
 
 
-def test_gunicorn_limits_request_line_header_count_and_header_size():
+def test_gunicorn_limits_request_line_header_count_and_header_size(server_url):
     # The config file sets variables for the workers it starts (the metrics
     # folder, the pool size); in this process they would leak into later tests.
     saved = dict(os.environ)
     try:
+        # A database of the tests' own: as root, the embedded one must have been installed first.
+        os.environ["DATABASE_URL"] = server_url
         conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
         conf["on_exit"](None)
     finally:

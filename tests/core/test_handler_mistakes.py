@@ -13,6 +13,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import post_event
+from tests.support.admin import on_console_listener
 from webhooks import bootstrap
 from webhooks import commands as cli
 from webhooks.core.registry import HandlerMistake, Registry
@@ -22,13 +23,15 @@ from webhooks.traffic import samples
 
 
 @pytest.fixture
-def shop(tmp_path, monkeypatch):
-    """Write a handler module (a fresh name each time) and return its name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
+def shop(workers_tmp, monkeypatch):
+    """Write a handler module (a fresh name each time) and return its name: in a folder the service's
+    user can read, as `serve` started as root imports the modules as that user."""
+    monkeypatch.syspath_prepend(str(workers_tmp))
+    monkeypatch.setenv("PYTHONPATH", str(workers_tmp))  # for a process that imports them
 
     def write(source: str) -> str:
         name = f"shop_{uuid.uuid4().hex[:8]}"
-        (tmp_path / f"{name}.py").write_text("from webhooks import fulfilment\n" + textwrap.dedent(source))
+        (workers_tmp / f"{name}.py").write_text("from webhooks import fulfilment\n" + textwrap.dedent(source))
         return name
 
     return write
@@ -148,7 +151,7 @@ def test_a_handlers_public_error_is_shown_by_events_show_its_json_and_admin(
         assert cli.main(["events", "show", evt["id"], "--json"]) == 0
     [failure] = json.loads(out.getvalue())["failures"]
     assert failure["error_message"] == said.removeprefix("PublicError: ")
-    page = app.test_client().get(
+    page = on_console_listener(app).get(
         f"/admin/events/stripe/{evt['id']}", headers={"Authorization": "Bearer " + "t" * 32}
     )
     assert page.status_code == 200 and said in page.get_data(as_text=True)
