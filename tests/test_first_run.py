@@ -90,6 +90,29 @@ def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tm
     assert re.search(r"SKIPPED \[1\] tests/web/test_admin.py:\d+: chromium not found", ran.stdout)
 
 
+@pytest.mark.parametrize(
+    "selection, code",
+    [
+        # The parallel pass runs it, the serial pass finds nothing: a pass.
+        ("test_imports_only_go_down_the_layers", 0),
+        # Neither pass runs a test: pytest's "no tests ran" fails bin/test too.
+        ("no_such_test", 5),
+    ],
+)
+def test_bin_test_fails_when_no_pass_ran_a_test(tmp_path, selection, code):
+    env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_TEST_WORKERS": "0"}
+    env.pop("WEBHOOKS_TEST_RUN", None)
+    ran = subprocess.run(
+        [str(ROOT / "bin" / "test"), "-p", "no:cacheprovider", "tests/test_architecture.py", "-k", selection],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == code, ran.stdout[-2000:] + ran.stderr[-2000:]
+
+
 def test_ci_requires_the_browser_so_its_absence_fails_there(tmp_path):
     env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_REQUIRE_BROWSER": "1"}
     ran = subprocess.run(

@@ -27,8 +27,11 @@ from psycopg.conninfo import make_conninfo
 from webhooks.infra import migrate
 
 PREFIX = "webhooks_test"
-# The run's id: xdist gives its workers one, a run without xdist makes its own.
-RUN = (os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:12]
+# The run's id, in hex: bin/test gives its two passes one, xdist gives its workers one, a
+# run without either makes its own.
+RUN = (os.environ.get("WEBHOOKS_TEST_RUN") or os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[
+    :12
+]
 _HOLDER = f"{PREFIX}_run_{RUN}"
 # Any constant: the template is made and dropped by one process of the run at a time.
 _LOCK_KEY = 0x7465_7374_5F74_706C

@@ -12,6 +12,7 @@ rendered from those records only, so no figure in it is typed by hand.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import subprocess
@@ -19,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tests.support import databases
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability.md"
@@ -48,9 +51,17 @@ class Results:
 
     @classmethod
     def fresh(cls) -> Results:
+        """The results file, emptied by the first process of this run to record: xdist's
+        workers and bin/test's two passes are one run, and each adds its rows."""
         path = Path(os.environ.get("RELIABILITY_RESULTS") or DEFAULT_RESULTS)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("")
+        with open(path.with_name(path.name + ".run"), "a+") as run:
+            fcntl.flock(run, fcntl.LOCK_EX)
+            run.seek(0)
+            if run.read() != databases.RUN:
+                path.write_text("")
+                run.truncate(0)
+                run.write(databases.RUN)
         return cls(path)
 
     def for_test(self, test: str) -> Figures:
