@@ -54,7 +54,8 @@ def lifecycle_state(db, account: str = "") -> dict[str, list[tuple]]:
     }
 
 
-def _refund(charge: dict, refund_id: str, amount: int, status: str, created: int) -> dict:
+def refund(charge: dict, refund_id: str, amount: int, status: str, created: int) -> dict:
+    """A Refund of `charge`, whole as Stripe renders it (https://docs.stripe.com/api/refunds/object)."""
     return {
         "id": refund_id,
         "object": "refund",
@@ -65,7 +66,7 @@ def _refund(charge: dict, refund_id: str, amount: int, status: str, created: int
         "payment_intent": charge["payment_intent"],
         "reason": "requested_by_customer",
         "status": status,
-        **({"failure_reason": "expired_or_canceled_card"} if status == "failed" else {}),
+        "failure_reason": "expired_or_canceled_card" if status == "failed" else None,
     }
 
 
@@ -78,7 +79,7 @@ def refund_lifecycle(created: int) -> list[tuple[str, dict]]:
     r1, r2 = samples.stripe_id("re"), samples.stripe_id("re")
 
     def refund_event(kind, refund_id, amount, status):
-        return samples.event(kind, _refund(ch, refund_id, amount, status, at), at)
+        return samples.event(kind, refund(ch, refund_id, amount, status, at), at)
 
     def charge_refunded(amount_refunded):
         return samples.event("charge.refunded", {**ch, "amount_refunded": amount_refunded}, at)
@@ -230,14 +231,16 @@ def partial_capture(
     pi.update(amount_received=3000, capture_method="manual")
     ch.update(amount_captured=3000, captured=True)
     basil = api_version >= "2025-03-31"
-    release = {**_refund(ch, samples.stripe_id("re"), 7000, "succeeded", created), "reason": None}
+    release = {**refund(ch, samples.stripe_id("re"), 7000, "succeeded", created), "reason": None}
     released, listed = (0, []) if basil else (7000, [release])
     story = [("intent_succeeded", intent)]
     if not basil:
         story.append(("charge_released", _charge_refunded(ch, released, listed, created)))
     for n, given_back in enumerate(itertools.accumulate(refunds), start=1):
-        refund = _refund(ch, samples.stripe_id("re"), refunds[n - 1], "succeeded", created + n * DAY)
-        listed = [refund, *listed]
+        listed = [
+            refund(ch, samples.stripe_id("re"), refunds[n - 1], "succeeded", created + n * DAY),
+            *listed,
+        ]
         story.append(
             (f"refund_{given_back}", _charge_refunded(ch, released + given_back, listed, created + n * DAY))
         )

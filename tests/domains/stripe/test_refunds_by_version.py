@@ -14,7 +14,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import post_event
-from tests.support.payment_stories import jobs
+from tests.support.payment_stories import jobs, refund
 from tests.support.stories import deliver
 from tests.support.stripe_api import api_env, stand_in  # noqa: F401  (fixture)
 from webhooks import bootstrap
@@ -49,18 +49,8 @@ def _paid():
     return intent, charge["data"]["object"]
 
 
-def _refund(ch: dict, amount: int, created: int) -> dict:
-    return {
-        "id": samples.stripe_id("re"),
-        "object": "refund",
-        "amount": amount,
-        "charge": ch["id"],
-        "created": created,
-        "currency": ch["currency"],
-        "payment_intent": ch["payment_intent"],
-        "reason": "requested_by_customer",
-        "status": "succeeded",
-    }
+def _succeeded(ch: dict, amount: int, created: int) -> dict:
+    return refund(ch, samples.stripe_id("re"), amount, "succeeded", created)
 
 
 def _charge_refunded(ch: dict, refunds: list[dict], at: int, version: str = UNLISTED) -> dict:
@@ -88,7 +78,7 @@ def test_a_full_refund_reported_only_as_the_charge_position_is_told_once_by_its_
     client, db, stand_in, fetch_jobs
 ):
     intent, ch = _paid()
-    refund = _refund(ch, 3000, NOW + 5)
+    refund = _succeeded(ch, 3000, NOW + 5)
     refunded = _charge_refunded(ch, [refund], NOW + 5)
     assert deliver(client, [intent, refunded]) == ["fulfilled", "refunded"]
     assert _refund_jobs(db) == []  # nothing fetched inside the claim
@@ -105,7 +95,7 @@ def test_redelivery_an_older_snapshot_and_a_later_refund_event_do_not_tell_it_tw
     client, db, stand_in, fetch_jobs
 ):
     intent, ch = _paid()
-    first, second = _refund(ch, 1000, NOW + 5), _refund(ch, 2000, NOW + 10)
+    first, second = _succeeded(ch, 1000, NOW + 5), _succeeded(ch, 2000, NOW + 10)
     older = _charge_refunded(ch, [first], NOW + 5)
     newer = _charge_refunded(ch, [first, second], NOW + 10)
     # The newer position first, then its redelivery, then the older snapshot.
@@ -127,7 +117,7 @@ def test_redelivery_an_older_snapshot_and_a_later_refund_event_do_not_tell_it_tw
 
 def test_each_partial_refund_is_told_once_as_the_position_grows(client, db, stand_in, fetch_jobs):
     intent, ch = _paid()
-    first, second = _refund(ch, 1000, NOW + 5), _refund(ch, 500, NOW + 10)
+    first, second = _succeeded(ch, 1000, NOW + 5), _succeeded(ch, 500, NOW + 10)
     assert deliver(client, [intent, _charge_refunded(ch, [first], NOW + 5)]) == [
         "fulfilled",
         "partially_refunded",
@@ -143,7 +133,7 @@ def test_each_partial_refund_is_told_once_as_the_position_grows(client, db, stan
 @pytest.mark.parametrize("version", ["2020-08-27", "2022-08-01"])
 def test_a_listed_refund_needs_no_fetch(client, db, version):
     intent, ch = _paid()
-    refund = _refund(ch, 3000, NOW + 5)
+    refund = _succeeded(ch, 3000, NOW + 5)
     listed = _charge_refunded(ch, [refund], NOW + 5, version)
     listed["data"]["object"]["refunds"] = {"object": "list", "data": [refund], "has_more": False}
     assert deliver(client, [intent, listed]) == ["fulfilled", "refunded"]
@@ -152,7 +142,7 @@ def test_a_listed_refund_needs_no_fetch(client, db, version):
 
 def test_a_refund_already_known_by_its_id_fetches_nothing(client, db):
     intent, ch = _paid()
-    refund = _refund(ch, 3000, NOW + 5)
+    refund = _succeeded(ch, 3000, NOW + 5)
     created = samples.event("refund.created", refund, NOW + 5, api_version="2024-10-28.acacia")
     assert deliver(client, [intent, created, _charge_refunded(ch, [refund], NOW + 5)]) == [
         "fulfilled",
@@ -164,7 +154,7 @@ def test_a_refund_already_known_by_its_id_fetches_nothing(client, db):
 
 def test_from_acacia_the_refund_events_name_the_refund_and_nothing_is_fetched(client, db):
     intent, ch = _paid()
-    refund = _refund(ch, 3000, NOW + 5)
+    refund = _succeeded(ch, 3000, NOW + 5)
     unlisted = _charge_refunded(ch, [refund], NOW + 5, "2024-10-28.acacia")
     assert deliver(client, [intent, unlisted]) == ["fulfilled", "refunded"]
     assert [kind for kind, _ in jobs(db)] == ["order.fulfilled"]

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.conftest import post_event
+from tests.support.payment_stories import refund
 from tests.support.stories import DAY, fixture, fraud_warning
 from tests.support.subscription_stories import MONTH, Story
 from webhooks import bootstrap
@@ -77,21 +78,6 @@ def shaped(evt: dict, version: str, refunds: list[dict] | None = None) -> dict:
     return evt
 
 
-def _refund(charge: dict, amount: int, status: str, created: int, refund_id: str) -> dict:
-    return {
-        "id": refund_id,
-        "object": "refund",
-        "amount": amount,
-        "charge": charge["id"],
-        "created": created,
-        "currency": charge["currency"],
-        "payment_intent": charge["payment_intent"],
-        "reason": "requested_by_customer",
-        "status": status,
-        "failure_reason": "expired_or_canceled_card" if status == "failed" else None,
-    }
-
-
 def _dispute(charge: dict, status: str, created: int, dispute_id: str, funds: list[int]) -> dict:
     dispute = fixture("charge.dispute.created")["data"]["object"]
     dispute.update(
@@ -115,10 +101,10 @@ def _payment_story(version: str, at: int) -> list[tuple[dict, str, list[str]]]:
     checkout, intent, charge = samples.payment_events(3000, created=at)
     ch = charge["data"]["object"]
     r1, dispute_id, warning_id = samples.stripe_id("re"), samples.stripe_id("du"), samples.stripe_id("issfr")
-    refund = _refund(ch, 1000, "succeeded", at + 10, r1)
-    failed = _refund(ch, 1000, "failed", at + 20, r1)
+    succeeded = refund(ch, r1, 1000, "succeeded", at + 10)
+    failed = refund(ch, r1, 1000, "failed", at + 20)
     refunded = shaped(
-        samples.event("charge.refunded", {**ch, "amount_refunded": 1000}, at + 10), version, [refund]
+        samples.event("charge.refunded", {**ch, "amount_refunded": 1000}, at + 10), version, [succeeded]
     )
     listed, named = version[:10] < UNLISTED, version[:10] >= REFUND_EVENTS
     # How the shop hears of the refund: from the charge's list before 2022-11-15;
@@ -134,11 +120,11 @@ def _payment_story(version: str, at: int) -> list[tuple[dict, str, list[str]]]:
         (shaped(intent, version), "already_fulfilled", []),
         (refunded, "partially_refunded", charge_jobs),
         (
-            shaped(samples.event("refund.created", refund, at + 10), version),
+            shaped(samples.event("refund.created", succeeded, at + 10), version),
             "superseded" if listed else "partially_refunded",
             [] if listed else ["payment.refunded"],
         ),
-        (shaped(samples.event("refund.updated", refund, at + 11), version), "superseded", []),
+        (shaped(samples.event("refund.updated", succeeded, at + 11), version), "superseded", []),
         (
             shaped(samples.event("charge.refund.updated", failed, at + 20), version),
             "refund_failed",
