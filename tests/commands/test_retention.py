@@ -1,14 +1,16 @@
 """`python -m webhooks prune`: old ledger rows go, fulfilments and exactly-once stay."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests import conftest
 from tests.conftest import load_json, post_event, scripted_event, table_counts
 from tests.support.commands import called
-from tests.support.rows import count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from webhooks.commands import prune as retention
+from webhooks.core import partitions
 from webhooks.traffic import samples
 
 
@@ -23,7 +25,10 @@ def prune(database_url):
 
 def age(db, days: int) -> None:
     """Make everything stored so far `days` old."""
-    db.execute("UPDATE webhook_events SET received_at = now() - make_interval(days => %s)", [days])
+    then = datetime.now(UTC) - timedelta(days=days)
+    partitions.make(db, then)
+    for table in ("webhook_payloads", "webhook_events"):
+        db.execute(f"UPDATE {table} SET received_at = %s", [then])
     db.execute("UPDATE webhook_failures SET failed_at = now() - make_interval(days => %s)", [days])
 
 
@@ -93,13 +98,13 @@ def test_configured_fields_are_redacted_from_old_payloads_once(prune, client, db
         WEBHOOK_REDACT_FIELDS="customer_details,email",
     )
     assert code == 0 and "redacted webhook_events=1 webhook_failures=1" in out
-    for table in ("webhook_events", "webhook_failures"):
+    for table in (LEDGER_WITH_PAYLOADS, "webhook_failures"):
         [(payload,)] = db.execute(f"SELECT payload FROM {table}").fetchall()
         obj = json.loads(payload)["data"]["object"]
         assert obj["customer_details"] == retention.REDACTED
         assert "jenny" not in payload
     # Everything else is intact, so `events show` and `reprocess` still work.
-    [(payload,)] = db.execute("SELECT payload FROM webhook_events").fetchall()
+    [(payload,)] = db.execute(f"SELECT payload FROM {LEDGER_WITH_PAYLOADS}").fetchall()
     assert json.loads(payload)["id"] == checkout["id"]
     assert json.loads(payload)["data"]["object"]["amount_total"] == 3000
 
@@ -112,7 +117,7 @@ def test_without_configured_fields_nothing_is_redacted(prune, client, db):
     age(db, 10)
     code, out, _ = prune("--older-than", "30d")
     assert code == 0 and "redacted" not in out
-    [(payload,)] = db.execute("SELECT payload FROM webhook_events").fetchall()
+    [(payload,)] = db.execute(f"SELECT payload FROM {LEDGER_WITH_PAYLOADS}").fetchall()
     assert "jenny.rosen@example.com" in payload
 
 

@@ -7,7 +7,7 @@ import pytest
 import stripe
 
 from tests.conftest import post_event, table_counts
-from tests.support.rows import count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from tests.support.stories import business_state, fixture, fixture_bytes, scoped
 from webhooks.infra.config import Settings
 from webhooks.traffic import samples
@@ -125,7 +125,7 @@ def test_thin_event_is_claimed_and_recorded_without_fetching_its_object(client, 
     assert first.get_json() == {"event_id": fixture(THIN)["id"], "outcome": "notified"}
     again = post_event(client, body)
     assert again.headers["Idempotent-Replayed"] == "true" and again.data == first.data
-    row = db.execute("SELECT event_type, outcome, payload FROM webhook_events").fetchone()
+    row = db.execute(f"SELECT event_type, outcome, payload FROM {LEDGER_WITH_PAYLOADS}").fetchone()
     assert row[:2] == (THIN, "notified")
     assert json.loads(row[2])["related_object"]["id"] == fixture(THIN)["related_object"]["id"]
 

@@ -197,8 +197,8 @@ def _wait_for_claim(db, event_id: str, timeout: float = 5.0) -> None:
             with db.transaction():
                 db.execute("SET LOCAL lock_timeout = '1ms'")
                 db.execute(
-                    "INSERT INTO webhook_events (provider, event_id, event_type, payload) "
-                    "VALUES ('stripe', %s, 'probe', '{}')",
+                    "INSERT INTO webhook_events (provider, event_id, event_type) "
+                    "VALUES ('stripe', %s, 'probe')",
                     [event_id],
                 )
                 raise _Rollback

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import post_event
 from tests.domains.stripe.test_orders import _payloads
-from tests.support.rows import count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from tests.support.shopify import job_payloads as shopify_jobs
 from tests.support.shopify import order, post, shopify, shopify_app  # noqa: F401  (fixtures)
 from tests.support.stories import async_payment
@@ -31,7 +31,9 @@ UNSTORABLE = {
 
 
 def _stored_as_signed(db, evt: dict) -> None:
-    (payload,) = db.execute("SELECT payload FROM webhook_events WHERE event_id = %s", [evt["id"]]).fetchone()
+    (payload,) = db.execute(
+        f"SELECT payload FROM {LEDGER_WITH_PAYLOADS} WHERE event_id = %s", [evt["id"]]
+    ).fetchone()
     assert payload == samples.encode(evt).decode()
 
 
@@ -79,7 +81,7 @@ def test_a_shopify_order_whose_name_and_items_postgres_cannot_store_still_ships_
     body = json.dumps(paid).encode()
     response = post(shopify, "orders/paid", body)
     assert response.status_code == 200 and response.get_json()["outcome"] == "fulfilled"
-    (payload,) = db.execute("SELECT payload FROM webhook_events").fetchone()
+    (payload,) = db.execute(f"SELECT payload FROM {LEDGER_WITH_PAYLOADS}").fetchone()
     assert payload == body.decode()
     [job] = shopify_jobs(db, "shopify.order.fulfilled")
     assert (job["name"], job["line_items"][0]["sku"]) == ("#1001\ufffd", "TEA\ufffd")

@@ -57,6 +57,6 @@ def test_existing_rows_of_one_object_under_two_accounts_are_folded_and_recorded(
         assert conflicts == [("payment", "pi_1", "", "acct_self")]
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute(
-                "INSERT INTO webhook_events (provider, event_id, event_type, account, payload)"
-                " VALUES ('stripe', 'evt_1', 't', 'acct_other', '{}')"
+                "INSERT INTO webhook_events (provider, event_id, event_type, account)"
+                " VALUES ('stripe', 'evt_1', 't', 'acct_other')"
             )

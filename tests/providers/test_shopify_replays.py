@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from tests.conftest import migrated_before
-from tests.support.rows import count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     cancelled,
@@ -61,7 +61,9 @@ def _ledger_count(db) -> int:
 
 
 def _payload(db, event_id: str) -> str:
-    return db.execute("SELECT payload FROM webhook_events WHERE event_id = %s", [event_id]).fetchone()[0]
+    return db.execute(
+        f"SELECT payload FROM {LEDGER_WITH_PAYLOADS} WHERE event_id = %s", [event_id]
+    ).fetchone()[0]
 
 
 def test_a_captured_orders_paid_replayed_under_new_shops_and_ids_fulfils_nothing_more(shopify_app, db):

@@ -11,3 +11,10 @@ def count_rows(conn, table: str, where: str = "TRUE", params: Sequence[object] =
     `table` and `where` are the test's own SQL text, never data: values go in `params`.
     """
     return conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]
+
+
+# The ledger's rows joined to their payloads (webhook_payloads, by month since
+# migrations/0044): `SELECT event_id, payload FROM {LEDGER_WITH_PAYLOADS}`.
+LEDGER_WITH_PAYLOADS = (
+    "webhook_events e JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at"
+)

@@ -4,6 +4,12 @@ Deleting a ledger row re-opens its event id to a claim. That is safe once
 Stripe has stopped retrying (3 days), and even then a late duplicate of a
 paid event meets the unique index on fulfilments.payment_id and is answered
 `already_fulfilled`: fulfilments are never pruned, they are the backstop.
+
+Payloads go by the month: a month's partition of webhook_payloads is
+detached and dropped once all of it is older than the window, which gives
+its space back to the OS at once (webhooks/core/partitions.py). A payload
+can so outlive its ledger row by up to a month. The rest (ledger rows,
+failures, the outbox's log) is deleted in batches along its time index.
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+from psycopg import sql
 
+from webhooks.core import partitions
 from webhooks.core.redaction import REDACTED, redact  # noqa: F401  (REDACTED: part of this module's API)
+from webhooks.infra import db
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
@@ -25,48 +34,66 @@ from . import durations, progress
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
 
 # Each DELETE is one batch in its own (autocommit) transaction, so a long
-# prune never holds locks on more than `batch` rows at a time.
-_DELETES = {
-    "webhook_events": """
-        DELETE FROM webhook_events WHERE id IN (
-            SELECT id FROM webhook_events
-            WHERE received_at < %(cutoff)s AND status = 'completed'
-            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    "webhook_failures": """
-        DELETE FROM webhook_failures WHERE id IN (
-            SELECT id FROM webhook_failures WHERE failed_at < %(cutoff)s
-            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    # The outbox's delivery log and its per-second roll-up; pending and dead
-    # jobs live in pgqueuer itself and stay.
-    "pgqueuer_log": """
-        DELETE FROM pgqueuer_log WHERE id IN (
-            SELECT id FROM pgqueuer_log WHERE created < %(cutoff)s
-            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
-    "pgqueuer_statistics": """
-        DELETE FROM pgqueuer_statistics WHERE id IN (
-            SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
-            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+# prune never holds locks on more than `batch` rows at a time. A batch is a
+# range of the table's time index, from where the last one stopped (`after`)
+# to the cut-off: rows a batch passed over (a claim still processing, a row
+# locked by someone else) are not read again, and no batch reads past the
+# cut-off, so a run reads what it deletes and no more.
+_KEYSET_DELETE = """
+WITH batch AS (
+    SELECT id, {at} AS at FROM {table}
+    WHERE {at} >= %(after)s AND {at} < %(cutoff)s {keep}
+    ORDER BY {at} LIMIT %(batch)s FOR UPDATE SKIP LOCKED),
+gone AS (DELETE FROM {table} t USING batch WHERE t.id = batch.id RETURNING batch.at)
+SELECT (SELECT count(*) FROM batch), (SELECT max(at) FROM batch), (SELECT count(*) FROM gone)
+"""
+# table -> its time column (indexed), and which of its rows stay whatever their age.
+_BY_TIME = {
+    "webhook_events": ("received_at", "AND status = 'completed'"),
+    "webhook_failures": ("failed_at", ""),
+    # The outbox's delivery log; pending and dead jobs live in pgqueuer itself and stay.
+    "pgqueuer_log": ("created", ""),
 }
+# The outbox's per-second roll-up: one row per second and kind of job at most, so small;
+# it has no index on its time, and the service reads it by none.
+_STATISTICS = """
+    DELETE FROM pgqueuer_statistics WHERE id IN (
+        SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
+        ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)"""
 
 _TO_REDACT = {
     "webhook_events": """
-        SELECT id, payload FROM webhook_events
-        WHERE received_at < %(cutoff)s AND redacted_at IS NULL
-        ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED""",
+        SELECT ledger_id, received_at, payload FROM webhook_payloads
+        WHERE received_at >= %(after)s AND received_at < %(cutoff)s AND redacted_at IS NULL
+        ORDER BY received_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED""",
     "webhook_failures": """
-        SELECT id, payload FROM webhook_failures
-        WHERE failed_at < %(cutoff)s AND redacted_at IS NULL AND payload IS NOT NULL
-        ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED""",
+        SELECT id, failed_at, payload FROM webhook_failures
+        WHERE failed_at >= %(after)s AND failed_at < %(cutoff)s AND redacted_at IS NULL
+          AND payload IS NOT NULL
+        ORDER BY failed_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED""",
 }
 
 _REDACT = {
-    "webhook_events": "UPDATE webhook_events SET payload = %s, redacted_at = now() WHERE id = %s",
-    "webhook_failures": "UPDATE webhook_failures SET payload = %s, redacted_at = now() WHERE id = %s",
+    "webhook_events": """UPDATE webhook_payloads SET payload = %s, redacted_at = now()
+                         WHERE ledger_id = %s AND received_at = %s""",
+    "webhook_failures": """UPDATE webhook_failures SET payload = %s, redacted_at = now()
+                           WHERE id = %s AND failed_at = %s""",
 }
+
+_BEGINNING = datetime.min.replace(tzinfo=UTC)
 
 
 def _nothing(done: int) -> None:
     pass
+
+
+def drop_payload_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]:
+    """Drop the payload partitions wholly older than `cutoff`, and make the coming months."""
+    partitions.make(conn, datetime.now(UTC))
+    gone = partitions.expired(conn, cutoff)
+    for month in gone:
+        partitions.drop(conn, month)
+    return [month.name for month in gone]
 
 
 def delete_older_than(
@@ -74,14 +101,28 @@ def delete_older_than(
 ) -> dict[str, int]:
     """Rows deleted per table, in batches; `done` is told each batch's count."""
     deleted = {}
-    for table, sql in _DELETES.items():
+    for table, (at, keep) in _BY_TIME.items():
+        query = sql.SQL(_KEYSET_DELETE).format(
+            table=sql.Identifier(table), at=sql.Identifier(at), keep=sql.SQL(keep)
+        )
         deleted[table] = 0
+        after = _BEGINNING
         while True:
-            count = conn.execute(sql, {"cutoff": cutoff, "batch": batch}).rowcount
+            read, last, count = db.one(
+                conn.execute(query, {"after": after, "cutoff": cutoff, "batch": batch})
+            )
             deleted[table] += count
             done(count)
-            if count < batch:
+            if read < batch:
                 break
+            after = last
+    deleted["pgqueuer_statistics"] = 0
+    while True:
+        count = conn.execute(_STATISTICS, {"cutoff": cutoff, "batch": batch}).rowcount
+        deleted["pgqueuer_statistics"] += count
+        done(count)
+        if count < batch:
+            break
     return deleted
 
 
@@ -95,20 +136,22 @@ def redact_older_than(
     redacted = {}
     for table, select in _TO_REDACT.items():
         redacted[table] = 0
+        after = _BEGINNING
         while True:
             with conn.transaction():
-                rows = conn.execute(select, {"cutoff": cutoff, "batch": batch}).fetchall()
+                rows = conn.execute(select, {"after": after, "cutoff": cutoff, "batch": batch}).fetchall()
                 conn.cursor().executemany(
-                    _REDACT[table], [(redact(payload, fields), id_) for id_, payload in rows]
+                    _REDACT[table], [(redact(payload, fields), key, at) for key, at, payload in rows]
                 )
             redacted[table] += len(rows)
             done(len(rows))
             if len(rows) < batch:
                 break
+            after = rows[-1][1]
     return redacted
 
 
-def _too_recent(name: str, window: timedelta, force: bool) -> bool:
+def too_recent(name: str, window: timedelta, force: bool) -> bool:
     if window >= PROVIDER_RETRY_HORIZON or force:
         return False
     print(
@@ -123,12 +166,14 @@ def _too_recent(name: str, window: timedelta, force: bool) -> bool:
 def _prune(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     redacting = bool(settings.redact_fields)
-    if _too_recent("--older-than", args.older_than, args.force) or (
-        redacting and _too_recent("--redact-older-than", args.redact_older_than, args.force)
+    if too_recent("--older-than", args.older_than, args.force) or (
+        redacting and too_recent("--redact-older-than", args.redact_older_than, args.force)
     ):
         return 2
     now = datetime.now(UTC)
     with connect(settings) as conn:
+        dropped = drop_payload_months(conn, now - args.older_than)
+        print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
         with progress.bar(desc="deleting", unit=" rows") as shown:
             deleted = delete_older_than(conn, now - args.older_than, args.batch_size, shown.update)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))

@@ -55,8 +55,9 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        OR received_at < %(after_at)s OR (received_at = %(after_at)s AND event_id > %(after_id)s))
   AND (%(search)s::text IS NULL OR event_id = %(search)s
        OR EXISTS (SELECT 1 FROM webhook_events x
+                  JOIN webhook_payloads p ON p.ledger_id = x.id AND p.received_at = x.received_at
                   WHERE x.provider = events.provider AND x.event_id = events.event_id
-                    AND x.payload ~ %(in_payload)s)
+                    AND p.payload ~ %(in_payload)s)
        OR EXISTS (SELECT 1 FROM webhook_failures x
                   WHERE x.provider = events.provider AND x.event_id = events.event_id
                     AND x.payload ~ %(in_payload)s))
@@ -72,10 +73,11 @@ _SEARCHABLE = re.compile(r"[A-Za-z0-9_.:-]{1,255}")
 MAX_PAGE = 500
 
 _LEDGER_ROW = f"""
-SELECT event_type, {STATUS} AS status, outcome, response_status, response_body,
-       received_at, completed_at, payload, account
+SELECT e.event_type, {STATUS} AS status, e.outcome, e.response_status, e.response_body,
+       e.received_at, e.completed_at, p.payload, e.account
 FROM webhook_events e
-WHERE provider = %s AND event_id = %s
+LEFT JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at
+WHERE e.provider = %s AND e.event_id = %s
 """
 
 _FAILED_ATTEMPTS = """

@@ -222,14 +222,15 @@ def record_failure(
 
 
 _STORED_EVENTS = """
-SELECT event_id, event_type, account, payload
-FROM webhook_events
-WHERE provider = %(provider)s
-  AND (%(ids)s::text[] IS NULL OR event_id = ANY(%(ids)s))
-  AND (%(types)s::text[] IS NULL OR event_type = ANY(%(types)s))
-  AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s)
-  AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s)
-ORDER BY received_at, id
+SELECT e.event_id, e.event_type, e.account, p.payload
+FROM webhook_events e
+JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at
+WHERE e.provider = %(provider)s
+  AND (%(ids)s::text[] IS NULL OR e.event_id = ANY(%(ids)s))
+  AND (%(types)s::text[] IS NULL OR e.event_type = ANY(%(types)s))
+  AND (%(since)s::timestamptz IS NULL OR e.received_at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR e.received_at < %(until)s)
+ORDER BY e.received_at, e.id
 LIMIT %(limit)s
 """
 

@@ -17,16 +17,21 @@ CREATE OR REPLACE FUNCTION webhooks_claim(
 ) RETURNS webhooks_claimed LANGUAGE plpgsql AS $$
 DECLARE
     claimed webhooks_claimed;
+    received timestamptz;
 BEGIN
     INSERT INTO webhook_events
-        (provider, event_id, event_type, account, livemode, event_created, payload,
+        (provider, event_id, event_type, account, livemode, event_created,
          status, outcome, response_status, response_body, completed_at)
-    VALUES (p_provider, p_event_id, p_event_type, p_account, p_livemode, p_created, p_payload,
+    VALUES (p_provider, p_event_id, p_event_type, p_account, p_livemode, p_created,
             p_status, p_outcome, p_response_status, p_response_body,
             CASE WHEN p_status = 'completed' THEN now() END)
     ON CONFLICT (provider, event_id) DO NOTHING
-    RETURNING id INTO claimed.ledger_id;
+    RETURNING id, received_at INTO claimed.ledger_id, received;
     IF claimed.ledger_id IS NOT NULL THEN
+        -- The payload in its month's partition (migrations/0044), in the
+        -- claim's transaction: both commit, or neither.
+        INSERT INTO webhook_payloads (ledger_id, received_at, payload)
+        VALUES (claimed.ledger_id, received, p_payload);
         -- For this transaction only: the outbox jobs it enqueues name the
         -- event that made them (webhooks_enqueue, outbox.sql), for /admin.
         PERFORM set_config('webhooks.event_provider', p_provider, true),
@@ -34,6 +39,7 @@ BEGIN
     ELSE
         -- A statement of its own, so a snapshot of its own: it sees the
         -- row the INSERT waited for (none if that was pruned meanwhile).
+        -- The answer is the narrow row's: it outlives its payload's partition.
         SELECT status, response_status, response_body, event_type
         INTO claimed.held_status, claimed.held_response_status, claimed.held_response_body,
              claimed.held_event_type

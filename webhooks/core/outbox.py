@@ -76,8 +76,10 @@ def enqueue(
 # reaches the shop's receiver.
 TEST_TRAFFIC_KEY = "webhooks_loadtest"
 _FROM_TEST_TRAFFIC = """
-SELECT payload::jsonb ? %(key)s FROM webhook_events
-WHERE provider = %(provider)s AND event_id = %(event_id)s AND payload IS NOT NULL
+SELECT p.payload::jsonb ? %(key)s
+FROM webhook_events e
+JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at
+WHERE e.provider = %(provider)s AND e.event_id = %(event_id)s
 """
 
 

@@ -62,9 +62,10 @@ def events(n: int) -> list[tuple[bytes, Outgoing]]:
 
 
 _ORDERS = """
-SELECT DISTINCT account, (payload::jsonb ->> 'id')::bigint
-FROM webhook_events
-WHERE provider = 'shopify' AND event_id = ANY(%s)
+SELECT DISTINCT e.account, (p.payload::jsonb ->> 'id')::bigint
+FROM webhook_events e
+JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at
+WHERE e.provider = 'shopify' AND e.event_id = ANY(%s)
 """
 
 _FULFILMENTS = """

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.support.rows import count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from tests.support.shopify import (  # noqa: F401  (fixtures)
     SHOP,
     job_payloads,
@@ -18,7 +18,8 @@ BOB_EMAIL, ALICE_EMAIL = "bob.norman@mail.example.com", "alice@mail.example.com"
 
 
 def _payloads(db, table: str = "webhook_events") -> dict[str, str]:
-    return dict(db.execute(f"SELECT event_id, payload FROM {table}").fetchall())
+    source = LEDGER_WITH_PAYLOADS if table == "webhook_events" else table
+    return dict(db.execute(f"SELECT event_id, payload FROM {source}").fetchall())
 
 
 def _redact_request(orders_to_redact: list[int], customer_id=BOB, email=BOB_EMAIL) -> dict:

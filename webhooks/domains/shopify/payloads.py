@@ -1,7 +1,7 @@
 """A customer's or a shop's data in stored Shopify payloads: finding it and redacting it.
 
-Stored payloads are the ledger's (`webhook_events.payload`, by the shop the
-event came with) and the failed attempts' (`webhook_failures.payload`,
+Stored payloads are the ledger's (`webhook_payloads`, by the shop its ledger
+row came with) and the failed attempts' (`webhook_failures.payload`,
 which record no shop, so they are matched by the customer's and orders'
 ids, which Shopify makes unique across shops). A payload names a customer
 when its `customer` object has their id or email, its `email` or
@@ -52,14 +52,16 @@ Match = Callable[[str, Json], bool]
 
 _SOURCES = {
     "webhook_events": """
-        SELECT id, event_id, event_type, payload FROM webhook_events
-        WHERE provider = 'shopify' AND account = %s ORDER BY id FOR UPDATE""",
+        SELECT p.ledger_id, e.event_id, e.event_type, p.payload
+        FROM webhook_events e
+        JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at
+        WHERE e.provider = 'shopify' AND e.account = %s ORDER BY e.id FOR UPDATE OF p""",
     "webhook_failures": """
         SELECT id, event_id, event_type, payload FROM webhook_failures
         WHERE provider = 'shopify' AND payload IS NOT NULL ORDER BY id FOR UPDATE""",
 }
 _REWRITE = {
-    "webhook_events": "UPDATE webhook_events SET payload = %s WHERE id = %s",
+    "webhook_events": "UPDATE webhook_payloads SET payload = %s WHERE ledger_id = %s",
     "webhook_failures": "UPDATE webhook_failures SET payload = %s WHERE id = %s",
 }
 

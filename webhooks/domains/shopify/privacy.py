@@ -72,7 +72,9 @@ ON CONFLICT (body_sha256) DO NOTHING
 RETURNING 1
 """
 _REDACT_OWN_COPY = """
-UPDATE webhook_events SET payload = %s WHERE provider = 'shopify' AND event_id = %s
+UPDATE webhook_payloads p SET payload = %s
+FROM webhook_events e
+WHERE e.provider = 'shopify' AND e.event_id = %s AND p.ledger_id = e.id AND p.received_at = e.received_at
 """
 
 _CUSTOMER_ORDERS = "SELECT order_id FROM shopify_orders WHERE shop = %s AND customer_id = %s"

@@ -1,0 +1,51 @@
+"""`python -m webhooks maintenance`: the payload partitions, made ahead and, with a window, dropped.
+
+Run it from cron or a timer (deploy/systemd/webhooks-maintenance.timer),
+daily: each month's partition of webhook_payloads must exist before its
+first delivery, and none is made by a delivery (webhooks/core/partitions.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from webhooks.core import partitions
+from webhooks.infra.config import Settings
+from webhooks.infra.db import connect
+
+from . import durations
+from .prune import drop_payload_months, too_recent
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    now = datetime.now(UTC)
+    if args.drop_older_than is not None and too_recent("--drop-older-than", args.drop_older_than, False):
+        return 2
+    with connect(Settings.from_env()) as conn:
+        made = partitions.make(conn, now, ahead=args.months_ahead)
+        print(f"made {len(made)} payload month(s): {' '.join(made) or 'all there'}")
+        if args.drop_older_than is not None:
+            dropped = drop_payload_months(conn, now - args.drop_older_than)
+            print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
+    return 0
+
+
+def register(commands) -> None:
+    maintenance = commands.add_parser(
+        "maintenance",
+        help="make the coming months' payload partitions; drop those past --drop-older-than",
+    )
+    maintenance.add_argument(
+        "--months-ahead",
+        type=int,
+        default=partitions.MONTHS_AHEAD,
+        help=f"months made after this one (default {partitions.MONTHS_AHEAD})",
+    )
+    maintenance.add_argument(
+        "--drop-older-than",
+        type=durations.span,
+        default=None,
+        help="drop the months wholly older than this, e.g. 90d (default: drop none)",
+    )
+    maintenance.set_defaults(func=_maintain)

@@ -1,0 +1,128 @@
+"""webhook_payloads' months: made ahead of the deliveries, detached and dropped whole once past retention.
+
+A payload lands in its received month's partition (webhooks_claim,
+ledger.sql), and there is no default partition: a month that is missing
+fails its deliveries (500, the provider retries), so `webhooks maintenance`
+and every `prune` make the coming months well before they begin.
+
+Every change here takes its locks under a short lock_timeout and is tried
+again later rather than waited for, so a claim never queues behind it for
+longer than that: a month is made as a table of its own and attached
+(webhooks_payload_partition, migrations/0044), which locks the parent in a
+mode claims never wait for, and a month leaves by DETACH PARTITION
+CONCURRENTLY (the same mode; it needs no default partition), then DROP TABLE
+of a table no claim reads any more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg import errors, sql
+
+PARENT = "webhook_payloads"
+# How long a partition change may wait for a lock before it gives up and tries again.
+LOCK_TIMEOUT = "100ms"
+_TRIES = 20
+_PAUSE_S = 0.2
+MONTHS_AHEAD = 2
+
+_MONTHS = """
+SELECT c.relname, i.inhdetachpending
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = to_regclass(%s)
+ORDER BY c.relname
+"""
+_DETACHING = "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass(%s)"
+
+
+@dataclass(frozen=True)
+class Month:
+    name: str
+    first: datetime
+    detaching: bool
+
+    @property
+    def end(self) -> datetime:
+        return _next(self.first)
+
+
+def _next(first: datetime) -> datetime:
+    return first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
+
+
+def _first_of(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def months(conn: psycopg.Connection) -> list[Month]:
+    """The partitions of webhook_payloads, oldest first, each with its month (UTC)."""
+    rows = conn.execute(_MONTHS, [PARENT]).fetchall()
+    return [
+        Month(name, datetime.strptime(name.rsplit("_p", 1)[1], "%Y%m").replace(tzinfo=UTC), pending)
+        for name, pending in rows
+    ]
+
+
+def _months_between(start: datetime, end: datetime) -> Iterator[datetime]:
+    month = _first_of(start)
+    while month <= end:
+        yield month
+        month = _next(month)
+
+
+def make(conn: psycopg.Connection, since: datetime, ahead: int = MONTHS_AHEAD) -> list[str]:
+    """Make every missing month from `since`'s to `ahead` months after this one; the names made."""
+    last = _first_of(datetime.now(UTC))
+    for _ in range(ahead):
+        last = _next(last)
+    made = []
+    for month in _months_between(since, last):
+        name = _with_short_locks(
+            conn, lambda month=month: conn.execute("SELECT webhooks_payload_partition(%s)", [month])
+        )
+        if name is not None and name[0] is not None:
+            made.append(name[0])
+    return made
+
+
+def expired(conn: psycopg.Connection, cutoff: datetime) -> list[Month]:
+    """The months wholly received before `cutoff`."""
+    return [month for month in months(conn) if month.end <= cutoff]
+
+
+def drop(conn: psycopg.Connection, month: Month) -> None:
+    """Detach the month without stopping a claim, then drop it. `conn` must be in autocommit."""
+    parent, table = sql.Identifier(PARENT), sql.Identifier(month.name)
+
+    def detach() -> psycopg.Cursor | None:
+        row = conn.execute(_DETACHING, [month.name]).fetchone()
+        if row is None:
+            return None  # detached already
+        # A detach interrupted in its second transaction is finished, not begun again.
+        how = sql.SQL("FINALIZE" if row[0] else "CONCURRENTLY")
+        return conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION {} {}").format(parent, table, how))
+
+    _with_short_locks(conn, detach)
+    _with_short_locks(conn, lambda: conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table)))
+
+
+def _with_short_locks(conn: psycopg.Connection, step):
+    """Run `step` under LOCK_TIMEOUT, again after a pause each time a lock was not had in time."""
+    previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", [LOCK_TIMEOUT])
+    try:
+        for attempt in range(_TRIES):
+            try:
+                cursor = step()
+                return cursor.fetchone() if cursor is not None and cursor.description else None
+            except errors.LockNotAvailable:
+                if attempt == _TRIES - 1:
+                    raise
+                time.sleep(_PAUSE_S)
+    finally:
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", [previous])
