@@ -1,0 +1,101 @@
+"""Payloads by the month (webhook_payloads): made ahead, dropped whole, the claim and its answer outliving them."""
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from tests import conftest
+from tests.conftest import post_event, scripted_event
+from tests.support.commands import called
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
+from webhooks.core import partitions
+from webhooks.traffic import samples
+
+
+def _move_to(db, event_id: str, then: datetime) -> None:
+    """Received at `then`: the ledger row and its payload, in that month's partition."""
+    partitions.make(db, then)
+    db.execute(
+        "UPDATE webhook_payloads p SET received_at = %s FROM webhook_events e"
+        " WHERE e.event_id = %s AND p.ledger_id = e.id",
+        [then, event_id],
+    )
+    db.execute("UPDATE webhook_events SET received_at = %s WHERE event_id = %s", [then, event_id])
+
+
+def _month_of(db, then: datetime) -> partitions.Month:
+    [month] = [m for m in partitions.months(db) if m.first <= then < m.end]
+    return month
+
+
+def test_the_claim_and_its_payload_commit_together_or_not_at_all(client, db):
+    paid = samples.payment_events()[1]
+    assert post_event(client, paid).status_code == 200
+    assert count_rows(db, LEDGER_WITH_PAYLOADS, "event_id = %s", [paid["id"]]) == 1
+    failing = scripted_event(fail_attempts=1)
+    assert post_event(client, failing).status_code == 500
+    assert count_rows(db, "webhook_events") == count_rows(db, "webhook_payloads") == 1
+
+
+def test_a_redelivery_after_its_payloads_month_was_dropped_gets_the_stored_answer(client, db):
+    paid = samples.payment_events()[1]
+    first = post_event(client, paid)
+    then = datetime.now(UTC) - timedelta(days=100)
+    _move_to(db, paid["id"], then)
+
+    partitions.drop(db, _month_of(db, then))
+
+    assert count_rows(db, "webhook_payloads") == 0
+    again = post_event(client, paid)
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.data == first.data
+    assert count_rows(db, "fulfilments") == 1
+
+
+def test_a_month_is_made_ahead_and_attached_while_a_claim_holds_its_lock(database_url, db):
+    now = datetime.now(UTC)
+    ahead = partitions.make(db, now, ahead=5)
+    assert ahead  # the migration made two months ahead; five asks for more
+    # A claim in flight holds the parent's lock (ROW EXCLUSIVE) until it commits:
+    # attaching a month does not wait for it.
+    with psycopg.connect(database_url) as claim:
+        claim.execute("INSERT INTO webhook_payloads VALUES (0, now(), '{}')")
+        assert partitions.make(db, now, ahead=7)
+        claim.rollback()
+    last = max(partitions.months(db), key=lambda m: m.first)
+    assert last.first > now + timedelta(days=6 * 28)
+
+
+def test_a_detach_interrupted_in_its_second_step_is_finished_by_the_next_drop(db):
+    then = datetime.now(UTC) - timedelta(days=200)
+    partitions.make(db, then)
+    month = _month_of(db, then)
+    # What a DETACH ... CONCURRENTLY cancelled in its second transaction leaves behind.
+    db.execute(
+        "UPDATE pg_inherits SET inhdetachpending = true WHERE inhrelid = to_regclass(%s)", [month.name]
+    )
+    assert _month_of(db, then).detaching
+    partitions.drop(db, _month_of(db, then))
+    assert month.name not in {m.name for m in partitions.months(db)}
+    assert db.execute("SELECT to_regclass(%s)", [month.name]).fetchone()[0] is None
+
+
+def test_maintenance_makes_the_coming_months_and_drops_those_past_its_window(database_url, db):
+    old = datetime.now(UTC) - timedelta(days=150)
+    partitions.make(db, old)
+    env = conftest.service_env(database_url)
+    ran = called("maintenance", "--months-ahead", "4", "--drop-older-than", "90d", **env)
+    assert ran.returncode == 0, ran.stderr
+    assert "made" in ran.stdout and _month_of_name(old) in ran.stdout
+    names = {m.name for m in partitions.months(db)}
+    assert _month_of_name(old) not in names
+    assert _month_of_name(datetime.now(UTC) + timedelta(days=4 * 31 - 15)) in names
+
+
+def test_maintenance_refuses_a_window_inside_the_retry_horizon(database_url):
+    ran = called("maintenance", "--drop-older-than", "1d", **conftest.service_env(database_url))
+    assert ran.returncode == 2 and "retry horizon" in ran.stderr
+
+
+def _month_of_name(at: datetime) -> str:
+    return f"webhook_payloads_p{at:%Y%m}"
