@@ -1,4 +1,4 @@
-"""Payloads by the month (webhook_payloads): made ahead, dropped whole, the claim and its answer outliving them."""
+"""Payloads by the month (webhook_payloads): made ahead, dropped whole, the answer outliving them."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -72,7 +72,9 @@ class _OldClaims(threading.Thread):
                 self.started.set()
 
 
-def test_a_million_rows_there_and_back_with_claims_going_on_and_the_answers_intact(server_url, tmp_path: Path):
+def test_a_million_rows_there_and_back_with_claims_going_on_and_the_answers_intact(
+    server_url, tmp_path: Path
+):
     with migrated_before(server_url, "0044", tmp_path) as url, psycopg.connect(url, autocommit=True) as conn:
         _answer_body_function(conn)
         conn.execute(_FILL, {"rows": ROWS})
@@ -96,9 +98,12 @@ def test_a_million_rows_there_and_back_with_claims_going_on_and_the_answers_inta
         conn.execute("DELETE FROM webhook_events WHERE id > %s", [ROWS])
         assert conn.execute(_ANSWERS).fetchone() == answers
         assert conn.execute(_PAYLOADS_NOW).fetchone() == payloads
-        assert conn.execute(
-            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'webhook_payloads'::regclass"
-        ).fetchone()[0] >= 13
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM pg_inherits WHERE inhparent = 'webhook_payloads'::regclass"
+            ).fetchone()[0]
+            >= 13
+        )
 
         for down in sorted(DOWN.glob("*.sql"), reverse=True):
             conn.execute(down.read_text())

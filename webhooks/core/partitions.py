@@ -55,7 +55,7 @@ def _next(first: datetime) -> datetime:
     return first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
 
 
-def _first_of(at: datetime) -> datetime:
+def first_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
@@ -69,7 +69,7 @@ def months(conn: psycopg.Connection) -> list[Month]:
 
 
 def _months_between(start: datetime, end: datetime) -> Iterator[datetime]:
-    month = _first_of(start)
+    month = first_of(start)
     while month <= end:
         yield month
         month = _next(month)
@@ -77,7 +77,7 @@ def _months_between(start: datetime, end: datetime) -> Iterator[datetime]:
 
 def make(conn: psycopg.Connection, since: datetime, ahead: int = MONTHS_AHEAD) -> list[str]:
     """Make every missing month from `since`'s to `ahead` months after this one; the names made."""
-    last = _first_of(datetime.now(UTC))
+    last = first_of(datetime.now(UTC))
     for _ in range(ahead):
         last = _next(last)
     made = []

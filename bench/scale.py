@@ -1,0 +1,300 @@
+"""`python -m bench.scale`: the ledger at millions of events, against an empty one, and one retention run.
+
+For each --events N, a private schema is filled by SQL with N events spread
+over the twelve months before now (a ledger row, its payload of
+--payload-bytes, a row of the outbox's log each), then:
+
+- bytes per event of each table a delivery leaves rows in;
+- claims: --threads connections claiming new events (the claim statement a
+  delivery without a handler makes, webhooks/core/ledger.py) for --seconds,
+  in the filled schema and in an empty one, alternately, --rounds times:
+  events/s and CPU per claim (this process and its server backends) as
+  ratios to the empty schema, medians over rounds, and p99;
+- retention: the oldest month removed as `prune` does (its payload
+  partition detached and dropped, its ledger rows and log rows deleted in
+  batches), while the claims go on: its time, the claims' events/s and p99
+  during it as ratios to the window just before, and the bytes given back
+  to the OS (the file system's free space, and the tables' size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from webhooks.commands import prune
+from webhooks.core import ledger, partitions
+from webhooks.core.events import Event
+
+from . import cpu, servers
+from .run import LOCAL_SERVER
+
+_FILL = """
+WITH claimed AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, account, status, outcome, response_status,
+         response_body, received_at, completed_at)
+    SELECT 'stripe', 'evt_fill_' || g, 'payment_intent.succeeded', '', 'completed', 'fulfilled', 200,
+           webhooks_answer_body('evt_fill_' || g, 'fulfilled'), at, at
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+         LATERAL (SELECT %(start)s::timestamptz + (%(span)s::interval * g / %(events)s) AS at) t
+    RETURNING id, event_id, received_at
+),
+logged AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority, created, aggregated)
+    SELECT id, 'successful', 'fulfil', 0, received_at, true FROM claimed
+)
+INSERT INTO webhook_payloads (ledger_id, received_at, payload)
+SELECT id, received_at, rpad('{"id":"' || event_id || '","object":"event","data":{"object":{}},"pad":"',
+                             %(bytes)s - 2, md5(event_id)) || '"}'
+FROM claimed
+"""
+# Filled in slices, so that no one statement holds gigabytes of WAL.
+_SLICE = 500_000
+_WARM_UP_S = 1.0
+_TABLES = {
+    "webhook_events": "SELECT pg_total_relation_size('webhook_events')",
+    "webhook_payloads": """SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
+                           FROM pg_partition_tree('webhook_payloads')""",
+    "pgqueuer_log": "SELECT pg_total_relation_size('pgqueuer_log')",
+}
+
+
+@dataclass
+class Window:
+    """Claims made during one window of time."""
+
+    claims: int
+    seconds: float
+    cpu_s: float
+    p99_ms: float
+
+    @property
+    def per_s(self) -> float:
+        return self.claims / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu_s / max(self.claims, 1) * 1e6
+
+
+class Claims:
+    """--threads connections claiming new events until stopped; a Window of what they did."""
+
+    def __init__(self, url: str, threads: int, payload: str):
+        self.name = f"bench-scale-{uuid.uuid4().hex[:8]}"
+        self.url, self.threads, self.payload = url, threads, payload
+        self.pool = ConnectionPool(
+            url,
+            min_size=threads,
+            max_size=threads,
+            kwargs={"autocommit": True, "application_name": self.name},
+            open=True,
+        )
+        self.pool.wait()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _event(self) -> Event:
+        event_id = f"evt_{uuid.uuid4().hex}"
+        return Event(event_id, "customer.updated", datetime.now(UTC), False, None, self.payload, {})
+
+    def _claim(self, stop: threading.Event, done: list[tuple[float, float]]) -> None:
+        while not stop.is_set():
+            event = self._event()
+            stored = ledger.Stored(200, f'{{"event_id":"{event.id}","outcome":"ignored"}}')
+            started = time.perf_counter()
+            with self.pool.connection() as conn:
+                ledger.claim(conn, "stripe", event, completed=("ignored", stored))
+            ended = time.perf_counter()
+            done.append((ended, ended - started))
+
+    def during(self, work) -> tuple[Window, object]:
+        """Claims while `work()` runs (or for `work` seconds, a number); the window and work's result.
+
+        The threads are claiming before the window opens, so it holds claims at their steady pace only.
+        """
+        stop, per_thread = threading.Event(), [[] for _ in range(self.threads)]
+        threads = [threading.Thread(target=self._claim, args=(stop, done)) for done in per_thread]
+        for thread in threads:
+            thread.start()
+        time.sleep(_WARM_UP_S)
+        backends = cpu.backends(self.url, self.name)
+        cpu_before = cpu.own_seconds() + cpu.seconds(backends)
+        opened = time.perf_counter()
+        result = time.sleep(work) if isinstance(work, int | float) else work()
+        closed = time.perf_counter()
+        used = cpu.own_seconds() + cpu.seconds(backends) - cpu_before
+        stop.set()
+        for thread in threads:
+            thread.join()
+        latencies = sorted(took for done in per_thread for at, took in done if opened <= at <= closed)
+        p99 = latencies[int(len(latencies) * 0.99)] * 1000 if latencies else float("nan")
+        return Window(len(latencies), closed - opened, used, p99), result
+
+
+def fill(url: str, events: int, payload_bytes: int) -> float:
+    """N events over the twelve whole months before this one and this one so far; seconds taken."""
+    started = time.perf_counter()
+    now = datetime.now(UTC)
+    start = partitions.first_of(now).replace(year=now.year - 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        partitions.make(conn, start)
+        for first in range(1, events + 1, _SLICE):
+            conn.execute(
+                _FILL,
+                {
+                    "first": first,
+                    "last": min(first + _SLICE - 1, events),
+                    "start": start,
+                    "span": now - start,
+                    "events": events,
+                    "bytes": payload_bytes,
+                },
+            )
+        conn.execute("VACUUM ANALYZE webhook_events, webhook_payloads, pgqueuer_log")
+        try:
+            conn.execute("CHECKPOINT")
+        except psycopg.errors.InsufficientPrivilege:
+            print("[scale] no CHECKPOINT: the first windows may pay for the fill", file=sys.stderr)
+    return time.perf_counter() - started
+
+
+def sizes(url: str) -> dict[str, int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {table: conn.execute(query).fetchone()[0] for table, query in _TABLES.items()}
+
+
+def _free_bytes(url: str) -> int | None:
+    """Free bytes of the file system that holds the server's data; None when not readable from here."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            directory = conn.execute("SHOW data_directory").fetchone()[0]
+        except psycopg.Error:
+            return None
+    if not os.path.isdir(directory):
+        return None
+    found = os.statvfs(directory)
+    return found.f_bavail * found.f_frsize
+
+
+def retention(url: str) -> tuple[float, int, dict[str, int]]:
+    """The oldest month removed as prune does: seconds, ledger rows deleted, rows per table."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        oldest = partitions.months(conn)[0]
+        started = time.perf_counter()
+        prune.drop_payload_months(conn, oldest.end)
+        deleted = prune.delete_older_than(conn, oldest.end, 1000)
+        return time.perf_counter() - started, deleted["webhook_events"], deleted
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}×" if b else "n/a"
+
+
+def measure(args: argparse.Namespace, empty: str, filled: str, events: int) -> list[str]:
+    took = fill(filled, events, args.payload_bytes)
+    print(f"[scale] {events:,} events filled in {took:.0f} s", file=sys.stderr)
+    bytes_by_table = sizes(filled)
+    payload = "x" * args.payload_bytes
+    on_empty, on_filled = Claims(empty, args.threads, payload), Claims(filled, args.threads, payload)
+    try:
+        rounds = []
+        for _ in range(args.rounds):
+            rounds.append((on_empty.during(args.seconds)[0], on_filled.during(args.seconds)[0]))
+        before, _ = on_filled.during(args.seconds)
+        free_before, size_before = _free_bytes(filled), sum(sizes(filled).values())
+        during, (run_s, ledger_rows, deleted) = on_filled.during(lambda: retention(filled))
+        time.sleep(1)  # the unlinked files' blocks freed
+        free_after, size_after = _free_bytes(filled), sum(sizes(filled).values())
+    finally:
+        on_empty.close()
+        on_filled.close()
+    per_s = statistics.median(f.per_s / e.per_s for e, f in rounds)
+    cpu_ratio = statistics.median(f.cpu_us / e.cpu_us for e, f in rounds)
+    p99_empty = statistics.median(e.p99_ms for e, _ in rounds)
+    p99_filled = statistics.median(f.p99_ms for _, f in rounds)
+    returned = (
+        "n/a" if free_before is None or free_after is None else f"{(free_after - free_before) / 2**30:.2f}"
+    )
+    return [
+        f"{events:,}",
+        *(f"{bytes_by_table[t] / events:,.0f}" for t in _TABLES),
+        f"{sum(bytes_by_table.values()) / events:,.0f}",
+        f"{per_s:.2f}×",
+        f"{cpu_ratio:.2f}×",
+        f"{p99_empty:.1f} / {p99_filled:.1f}",
+        f"{run_s:.1f}",
+        f"{ledger_rows:,} + {deleted['pgqueuer_log']:,}",
+        _ratio(during.per_s, before.per_s),
+        f"{before.p99_ms:.1f} → {during.p99_ms:.1f} ({_ratio(during.p99_ms, before.p99_ms)})",
+        f"{(size_before - size_after) / 2**30:.2f}",
+        returned,
+    ]
+
+
+HEADER = [
+    "events",
+    "B/event webhook_events",
+    "webhook_payloads",
+    "pgqueuer_log",
+    "total",
+    "claims/s vs empty",
+    "CPU/claim vs empty",
+    "p99 ms empty / filled",
+    "retention run s",
+    "rows deleted (ledger + log)",
+    "claims/s during vs before",
+    "p99 ms before → during",
+    "GiB off the tables",
+    "GiB back to the OS",
+]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    parser.add_argument("--payload-bytes", type=int, default=1670)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each claims window")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
+        help="server to create private schemas on (default: $DATABASE_URL or %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    table = []
+    with servers.private_schema(args.database_url) as empty:
+        for events in args.events:
+            with servers.private_schema(args.database_url) as filled:
+                table.append(measure(args, empty, filled, events))
+            print(" | ".join(table[-1]), file=sys.stderr)
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "---|" * len(HEADER))
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+    print(
+        f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
+        f" payloads of {args.payload_bytes} B; retention: the oldest month, batches of 1000."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
