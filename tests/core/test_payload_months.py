@@ -99,3 +99,9 @@ def test_maintenance_refuses_a_window_inside_the_retry_horizon(database_url):
 
 def _month_of_name(at: datetime) -> str:
     return f"webhook_payloads_p{at:%Y%m}"
+
+
+def test_the_worker_makes_the_coming_months_itself(db):
+    db.execute(f"DROP TABLE {_month_of_name(datetime.now(UTC) + timedelta(days=40))}")
+    assert partitions.AHEAD.run(db) == 1
+    assert partitions.AHEAD.run(db) == 0

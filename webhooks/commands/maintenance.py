@@ -1,8 +1,10 @@
 """`python -m webhooks maintenance`: the payload partitions, made ahead and, with a window, dropped.
 
-Run it from cron or a timer (deploy/systemd/webhooks-maintenance.timer),
-daily: each month's partition of webhook_payloads must exist before its
-first delivery, and none is made by a delivery (webhooks/core/partitions.py).
+The worker makes the coming months too (hourly); run this from cron or a
+systemd timer, daily, where the months should be dropped by age rather than
+by `prune` (docs/operating.md), or where no worker runs. Each month's
+partition of webhook_payloads must exist before its first delivery, and
+none is made by a delivery (webhooks/core/partitions.py).
 """
 
 from __future__ import annotations

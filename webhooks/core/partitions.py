@@ -2,8 +2,9 @@
 
 A payload lands in its received month's partition (webhooks_claim,
 ledger.sql), and there is no default partition: a month that is missing
-fails its deliveries (500, the provider retries), so `webhooks maintenance`
-and every `prune` make the coming months well before they begin.
+fails its deliveries (500, the provider retries), so the worker (hourly),
+`webhooks maintenance` and every `prune` make the coming months well before
+they begin.
 
 Every change here takes its locks under a short lock_timeout and is tried
 again later rather than waited for, so a claim never queues behind it for
@@ -23,6 +24,8 @@ from datetime import UTC, datetime
 
 import psycopg
 from psycopg import errors, sql
+
+from .parts import Periodic
 
 PARENT = "webhook_payloads"
 # How long a partition change may wait for a lock before it gives up and tries again.
@@ -126,3 +129,13 @@ def _with_short_locks(conn: psycopg.Connection, step):
                 time.sleep(_PAUSE_S)
     finally:
         conn.execute("SELECT set_config('lock_timeout', %s, false)", [previous])
+
+
+def make_ahead(conn: psycopg.Connection) -> int:
+    """The coming months made, if missing: how many were."""
+    return len(make(conn, datetime.now(UTC)))
+
+
+# The worker makes the coming months itself, hourly, so that a service whose
+# `maintenance` never runs still never meets a month without its partition.
+AHEAD = Periodic("payload_months_made", 3600.0, make_ahead)

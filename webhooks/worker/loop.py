@@ -33,7 +33,7 @@ from pgqueuer.models import Job
 from pgqueuer.ports.driver import Driver, NotifyCallback
 
 from webhooks import bootstrap
-from webhooks.core import jobs, outbox
+from webhooks.core import jobs, outbox, partitions
 from webhooks.core.parts import Periodic
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connection, database_url
@@ -171,7 +171,8 @@ async def run(service: bootstrap.Service, outbox_url: str) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    beside = [asyncio.create_task(_every(task, url)) for task in service.registry.periodic_work()]
+    periodic = (partitions.AHEAD, *service.registry.periodic_work())
+    beside = [asyncio.create_task(_every(task, url)) for task in periodic]
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
