@@ -3,6 +3,7 @@
 import json
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
 from tests import conftest
@@ -125,3 +126,30 @@ def test_redact_walks_nested_objects_and_lists():
     payload = json.dumps({"a": [{"email": "x@y"}, {"b": {"email": "z@y", "keep": 1}}]})
     redacted = json.loads(retention.redact(payload, frozenset({"email"})))
     assert redacted == {"a": [{"email": "[redacted]"}, {"b": {"email": "[redacted]", "keep": 1}}]}
+
+
+@pytest.mark.parametrize("table", sorted(retention._BY_TIME))
+def test_each_batch_is_a_range_of_the_time_index_bounded_by_the_cutoff_not_a_filter(db, table):
+    at, keep = retention._BY_TIME[table]
+    query = psycopg.sql.SQL(retention._KEYSET_DELETE).format(
+        table=psycopg.sql.Identifier(table), at=psycopg.sql.Identifier(at), keep=psycopg.sql.SQL(keep)
+    )
+    db.execute("SET enable_seqscan = off")
+    db.execute("SET enable_bitmapscan = off")
+    now = datetime.now(UTC)
+    params = {"after": now - timedelta(days=60), "cutoff": now - timedelta(days=30), "batch": 10}
+    plan = json.dumps(db.execute(b"EXPLAIN (FORMAT JSON) " + query.as_bytes(db), params).fetchone()[0])
+    bounds = [node for node in plan.split('"Index Cond": ')[1:] if f"{at} >=" in node and f"{at} <" in node]
+    assert bounds, plan
+
+
+def test_a_claim_still_processing_past_the_window_stays_and_the_run_ends(prune, client, db):
+    post_event(client, samples.payment_events()[1])
+    db.execute(
+        "INSERT INTO webhook_events (provider, event_id, event_type) VALUES ('stripe', 'evt_busy', 't')"
+    )
+    age(db, 40)
+    code, out, _ = prune("--older-than", "30d", "--batch-size", "1")
+    assert code == 0 and "webhook_events=1" in out
+    [(kept,)] = db.execute("SELECT event_id FROM webhook_events").fetchall()
+    assert kept == "evt_busy"
