@@ -40,12 +40,14 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from webhooks.commands.serve import nginx_binary
+from webhooks.core import partitions
 from webhooks.infra.config import Settings
 from webhooks.providers import Outgoing
 from webhooks.traffic import audit, samples, sender
@@ -121,15 +123,22 @@ _SETTINGS = (
     "WEBHOOK_POOL_MAX_SIZE",
 )
 
+# One row a second back from now, in the ledger and its payload months
+# (made first: webhooks/core/partitions.py).
 _PREFILL = """
-INSERT INTO webhook_events
-    (provider, event_id, event_type, payload, status, outcome, response_status,
-     response_body, received_at, completed_at)
-SELECT 'stripe', 'evt_fill_' || md5(g::text),
-       (ARRAY['checkout.session.completed', 'payment_intent.succeeded', 'charge.succeeded'])[1 + g %% 3],
-       '{"object":"event"}', 'completed', 'ignored', 200, '{}',
-       now() - g * interval '1 second', now() - g * interval '1 second'
-FROM generate_series(1, %s) AS g
+WITH claimed AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, status, outcome, response_status,
+         response_body, received_at, completed_at)
+    SELECT 'stripe', 'evt_fill_' || md5(g::text),
+           (ARRAY['checkout.session.completed', 'payment_intent.succeeded', 'charge.succeeded'])[1 + g %% 3],
+           'completed', 'ignored', 200, '{}',
+           now() - g * interval '1 second', now() - g * interval '1 second'
+    FROM generate_series(1, %s) AS g
+    RETURNING id, received_at
+)
+INSERT INTO webhook_payloads (ledger_id, received_at, payload)
+SELECT id, received_at, '{"object":"event"}' FROM claimed
 """
 
 
@@ -891,8 +900,10 @@ def main(argv: list[str] | None = None) -> int:
         Bench._sql(empty, apps.NAIVE_TABLE)
         if set(_BIG_ROWS) & set(args.rows):
             started = time.perf_counter()
+            with psycopg.connect(filled, autocommit=True) as conn:
+                partitions.make(conn, datetime.now(UTC) - timedelta(seconds=args.ledger_rows))
             Bench._sql(filled, _PREFILL, [args.ledger_rows])
-            Bench._sql(filled, "VACUUM ANALYZE webhook_events")
+            Bench._sql(filled, "VACUUM ANALYZE webhook_events, webhook_payloads")
             # The pre-fill's gigabytes of WAL would otherwise be written back
             # by a checkpoint spread over the first rounds, whichever row runs.
             try:

@@ -192,6 +192,7 @@ def test_the_worker_without_an_outbox_url_names_the_setting(database_url):
         ("events", "list"),
         ("events", "show", "evt_1"),
         ("prune", "--older-than", "30d"),
+        ("maintenance",),
         ("replay", "--id", "evt_1", "--secret", "whsec_test"),
     ],
 )
