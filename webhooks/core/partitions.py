@@ -17,13 +17,17 @@ of a table no claim reads any more.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg import errors, sql
+
+from webhooks.infra import db
 
 from .parts import Periodic
 
@@ -83,14 +87,15 @@ def make(conn: psycopg.Connection, since: datetime, ahead: int = MONTHS_AHEAD) -
     last = first_of(datetime.now(UTC))
     for _ in range(ahead):
         last = _next(last)
-    made = []
-    for month in _months_between(since, last):
-        name = _with_short_locks(
-            conn, lambda month=month: conn.execute("SELECT webhooks_payload_partition(%s)", [month])
-        )
-        if name is not None and name[0] is not None:
-            made.append(name[0])
-    return made
+    made = (_make_month(conn, month) for month in _months_between(since, last))
+    return [name for name in made if name is not None]
+
+
+def _make_month(conn: psycopg.Connection, month: datetime) -> str | None:
+    """The month's partition made: its name, or None when it was there."""
+    query = "SELECT webhooks_payload_partition(%s)"
+    row = _with_short_locks(conn, functools.partial(conn.execute, query, [month]))
+    return None if row is None else row[0]
 
 
 def expired(conn: psycopg.Connection, cutoff: datetime) -> list[Month]:
@@ -102,7 +107,7 @@ def drop(conn: psycopg.Connection, month: Month) -> None:
     """Detach the month without stopping a claim, then drop it. `conn` must be in autocommit."""
     parent, table = sql.Identifier(PARENT), sql.Identifier(month.name)
 
-    def detach() -> psycopg.Cursor | None:
+    def detach() -> psycopg.Cursor[Any] | None:
         row = conn.execute(_DETACHING, [month.name]).fetchone()
         if row is None:
             return None  # detached already
@@ -114,17 +119,21 @@ def drop(conn: psycopg.Connection, month: Month) -> None:
     _with_short_locks(conn, lambda: conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table)))
 
 
-def _with_short_locks(conn: psycopg.Connection, step):
+def _with_short_locks(
+    conn: psycopg.Connection, step: Callable[[], psycopg.Cursor[Any] | None]
+) -> tuple[Any, ...] | None:
     """Run `step` under LOCK_TIMEOUT, again after a pause each time a lock was not had in time."""
-    previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
+    (previous,) = db.one(conn.execute("SELECT current_setting('lock_timeout')"))
     conn.execute("SELECT set_config('lock_timeout', %s, false)", [LOCK_TIMEOUT])
     try:
-        for attempt in range(_TRIES):
+        tries = 0
+        while True:
             try:
                 cursor = step()
                 return cursor.fetchone() if cursor is not None and cursor.description else None
             except errors.LockNotAvailable:
-                if attempt == _TRIES - 1:
+                tries += 1
+                if tries == _TRIES:
                     raise
                 time.sleep(_PAUSE_S)
     finally:
