@@ -12,7 +12,8 @@
 -- webhooks_claim, redefined below in this same transaction, and the copy of
 -- the payloads runs before the one lock that stops them (LOCK TABLE, at the
 -- end), which is then held only for the rows claimed during the copy and
--- for catalogue changes. The payload column is dropped without a rewrite:
+-- for catalogue changes: a delivery that meets it waits its lock_timeout
+-- and is answered 409, which the provider retries. The payload column is dropped without a rewrite:
 -- its bytes in the old rows go as retention deletes them.
 -- migrations/down/0044_payloads_in_monthly_partitions.sql goes back.
 

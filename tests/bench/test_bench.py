@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench import cpu, outbox, pgbench, profile, run
+from bench import cpu, outbox, pgbench, profile, run, scale
 from tests.conftest import ROOT
 from tests.support.rows import count_rows
 from webhooks.core import outbox as webhooks_outbox
@@ -222,3 +222,15 @@ def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_ur
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     pages = [line.split("|")[1].strip() for line in table[1:]]
     assert pages == ["console", "bulk confirmation", "find: every event", "find: by payment id", "an event"]
+
+
+def test_the_scale_bench_fills_claims_and_removes_the_oldest_month_by_its_partition(database_url, capsys):
+    argv = ["--events", "3000", "--seconds", "0.3", "--rounds", "1", "--database-url", database_url]
+    assert scale.main(argv) == 0
+    table = capsys.readouterr().out
+    [row] = [line for line in table.splitlines() if line.startswith("| 3,000 |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    deleted, _ = cells[9].split(" + ")
+    # The oldest of twelve months and a bit: about a twelfth of the events, its payloads dropped whole.
+    assert 150 < int(deleted.replace(",", "")) < 300
+    assert float(cells[12]) >= 0
