@@ -16,10 +16,11 @@ from . import plugin, samples
 _FULFILMENTS = """
 SELECT count(*) FILTER (WHERE n <> 1) FROM (
     SELECT count(f.id) AS n
-    FROM (SELECT DISTINCT coalesce(payload::jsonb #>> '{data,object,payment_intent}',
-                                   payload::jsonb #>> '{data,object,id}') AS payment_id
-          FROM webhook_events
-          WHERE provider = 'stripe' AND event_id = ANY(%s)) AS p
+    FROM (SELECT DISTINCT coalesce(w.payload::jsonb #>> '{data,object,payment_intent}',
+                                   w.payload::jsonb #>> '{data,object,id}') AS payment_id
+          FROM webhook_events e
+          JOIN webhook_payloads w ON w.ledger_id = e.id AND w.received_at = e.received_at
+          WHERE e.provider = 'stripe' AND e.event_id = ANY(%s)) AS p
     LEFT JOIN fulfilments f USING (payment_id)
     GROUP BY p.payment_id
 ) per_payment
