@@ -44,12 +44,13 @@ BEGIN
 END $$;
 
 -- Every month that holds a stored event, and this month and the next two:
--- `webhooks maintenance` keeps months ahead from now on.
-SELECT webhooks_payload_partition(month)
+-- the worker and `webhooks maintenance` keep months ahead from now on. The
+-- months are counted in UTC wall time: a month added to a timestamptz is
+-- added in the session's time zone, which would skip a UTC month.
+SELECT webhooks_payload_partition(month AT TIME ZONE 'UTC')
 FROM generate_series(
-    date_trunc('month', least((SELECT min(received_at) FROM webhook_events), now()) AT TIME ZONE 'UTC')
-        AT TIME ZONE 'UTC',
-    now() + interval '2 months', interval '1 month') AS month;
+    date_trunc('month', least((SELECT min(received_at) FROM webhook_events), now()) AT TIME ZONE 'UTC'),
+    (now() AT TIME ZONE 'UTC') + interval '2 months', interval '1 month') AS month;
 
 -- The copy, while deliveries go on claiming (they still write the old column).
 INSERT INTO webhook_payloads (ledger_id, received_at, payload, redacted_at)

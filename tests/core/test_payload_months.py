@@ -105,3 +105,15 @@ def test_the_worker_makes_the_coming_months_itself(db):
     db.execute(f"DROP TABLE {_month_of_name(datetime.now(UTC) + timedelta(days=40))}")
     assert partitions.AHEAD.run(db) == 1
     assert partitions.AHEAD.run(db) == 0
+
+
+def test_months_are_utc_months_whatever_the_sessions_time_zone(db):
+    db.execute("SET TimeZone = 'America/New_York'")
+    partitions.make(db, datetime(2025, 1, 15, tzinfo=UTC), ahead=0)
+    db.execute("SET TimeZone = 'UTC'")
+    bounds = db.execute(
+        "SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE relname = 'webhook_payloads_p202502'"
+    ).fetchone()[0]
+    assert bounds == "FOR VALUES FROM ('2025-02-01 00:00:00+00') TO ('2025-03-01 00:00:00+00')"
+    names = {m.name for m in partitions.months(db)}
+    assert {f"webhook_payloads_p2025{month:02}" for month in range(1, 13)} <= names
