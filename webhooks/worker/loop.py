@@ -2,7 +2,9 @@
 
 A job kind with `perform` (Stripe's fetch, core/jobs.py) is performed here
 instead of POSTed. Beside the queue the worker runs the domains' periodic
-work (Stripe's access sweep, which tells the access flips time alone made).
+work (Stripe's access sweep, which tells the access flips time alone made)
+and the operators' bulk jobs (core/bulk.py: a reprocess or requeue that
+/admin or a command started).
 
 pgqueuer runs the loop: it claims jobs in batches with FOR UPDATE SKIP
 LOCKED (so any number of workers share the queue without taking the same
@@ -33,7 +35,7 @@ from pgqueuer.models import Job
 from pgqueuer.ports.driver import Driver, NotifyCallback
 
 from webhooks import bootstrap
-from webhooks.core import jobs, outbox
+from webhooks.core import bulk, jobs, outbox
 from webhooks.core.parts import Periodic
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connection, database_url
@@ -164,6 +166,34 @@ async def _every(task: Periodic, url: str) -> None:
         await asyncio.sleep(task.every_s)
 
 
+def run_bulk_jobs(service: bootstrap.Service, url: str) -> int:
+    """The bulk jobs' items (core/bulk.py), a batch at a time, until none is left; how many ran.
+
+    Each job that its last batch finished gets its closing audit line here,
+    with the counts. A lost connection ends the round; the next one resumes
+    where the last committed batch left off.
+    """
+    ran = 0
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while True:
+                batch = service.run_bulk_batch(conn)
+                for job in batch.finished:
+                    bulk.audit("finished", job)
+                if not batch.ran:
+                    return ran
+                ran += len(batch.ran)
+    except psycopg.Error as exc:
+        log.warning("bulk_jobs_failed", error=public_message(exc))
+        return ran
+
+
+async def _bulk_jobs(service: bootstrap.Service, url: str) -> None:
+    while True:
+        if not await asyncio.to_thread(run_bulk_jobs, service, url):
+            await asyncio.sleep(service.settings.outbox_poll_s)
+
+
 async def run(service: bootstrap.Service, outbox_url: str) -> None:
     """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the periodic work beside it."""
     url = database_url(service.settings)
@@ -172,6 +202,7 @@ async def run(service: bootstrap.Service, outbox_url: str) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     beside = [asyncio.create_task(_every(task, url)) for task in service.registry.periodic_work()]
+    beside.append(asyncio.create_task(_bulk_jobs(service, url)))
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
