@@ -201,15 +201,15 @@ class Batch:
 
 
 def run_batch(
-    conn: psycopg.Connection, reprocess: Reprocess, cap: int = BATCH, job_id: int | None = None
+    conn: psycopg.Connection, reprocess: Reprocess, job_id: int | None = None, cap: int | None = None
 ) -> Batch:
-    """One batch of a running job's items (of `job_id`'s, if given), committed.
+    """One batch of a running job's items (of `job_id`'s, if given; BATCH unless `cap`), committed.
 
     `conn` is the batch's own (not autocommit); a reprocess runs through
     the service's claim on connections of its own.
     """
     with conn.transaction():
-        taken = conn.execute(_TAKE, {"cap": cap, "job": job_id}).fetchall()
+        taken = conn.execute(_TAKE, {"cap": cap or BATCH, "job": job_id}).fetchall()
         dead_letters = [row[6] for row in taken if row[1] == REQUEUE]
         requeued = set(
             outbox.requeue(conn, outbox.Jobs(status=outbox.DEAD, ids=dead_letters)) if dead_letters else []
