@@ -82,7 +82,8 @@ def test_show_names_each_failures_class_and_where_the_handler_raised_it(run, cli
     assert re.fullmatch(r"raised at tests\.support\.handlers:scripted:\d+", raised)
     code, out = run("events", "show", evt["id"], "--json")
     [failure] = json.loads(out)["failures"]
-    assert (failure["error_class"], failure["raised_at"]) == ("LookupError", raised.removeprefix("raised at "))
+    place = raised.removeprefix("raised at ")
+    assert (failure["error_class"], failure["raised_at"]) == ("LookupError", place)
     assert "jane.doe" not in out
 
 

@@ -161,8 +161,8 @@ def _run_job(service: bootstrap.Service, args: argparse.Namespace, selected: lis
                 bulk.audit("finished", job, log, actor=getpass.getuser())
             if not batch.ran:
                 break
-        job = bulk.progress(conn, job_id)
-    ran, completed = (job.done, job.ok) if job else (0, 0)
+        ended = bulk.progress(conn, job_id)
+    ran, completed = (ended.done, ended.ok) if ended else (0, 0)
     print(f"reprocessed {ran} {args.status} event(s): {completed} completed, {ran - completed} not")
     return 0 if completed == ran == len(selected) else 1
 
