@@ -17,6 +17,7 @@ from tests.conftest import post_event, scripted_event, until_answered
 from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks.core import bulk
 from webhooks.traffic import samples
+from webhooks.worker import loop
 
 
 def failed_payments(client, count: int, **script) -> list[dict]:
@@ -180,3 +181,13 @@ def test_a_worker_killed_mid_job_leaves_it_to_the_next_which_redoes_no_finished_
         json.loads(line) for line in resumed.output().splitlines() if '"bulk_reprocess_finished"' in line
     ]
     assert (closing["job_id"], closing["count"], closing["ok"]) == (job_id, 12, 12)
+
+
+def test_a_stopping_worker_ends_after_the_batch_in_flight_and_leaves_the_rest_running(app, db, monkeypatch):
+    events = failed_payments(app.test_client(), 5)
+    job_id = started(db, events)
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    asked = iter([False, True])  # SIGTERM arrives while the first batch runs
+    assert loop.run_bulk_jobs(app.extensions["webhooks.service"], db.info.dsn, lambda: next(asked)) == 2
+    job = bulk.progress(db, job_id)
+    assert (job.status, job.done) == ("running", 2)

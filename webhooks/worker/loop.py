@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import aiohttp
@@ -166,31 +166,33 @@ async def _every(task: Periodic, url: str) -> None:
         await asyncio.sleep(task.every_s)
 
 
-def run_bulk_jobs(service: bootstrap.Service, url: str) -> int:
-    """The bulk jobs' items (core/bulk.py), a batch at a time, until none is left; how many ran.
+def run_bulk_jobs(service: bootstrap.Service, url: str, stopping: Callable[[], bool] = lambda: False) -> int:
+    """The bulk jobs' items (core/bulk.py), a batch at a time, until none is left or `stopping`; how many ran.
 
     Each job that its last batch finished gets its closing audit line here,
     with the counts. A lost connection ends the round; the next one resumes
-    where the last committed batch left off.
+    where the last committed batch left off. A stopping worker ends after the
+    batch in flight: the rest is the next worker's.
     """
     ran = 0
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            while True:
+            while not stopping():
                 batch = service.run_bulk_batch(conn)
                 for job in batch.finished:
                     bulk.audit("finished", job)
                 if not batch.ran:
                     return ran
                 ran += len(batch.ran)
+            return ran
     except psycopg.Error as exc:
         log.warning("bulk_jobs_failed", error=public_message(exc))
         return ran
 
 
-async def _bulk_jobs(service: bootstrap.Service, url: str) -> None:
-    while True:
-        if not await asyncio.to_thread(run_bulk_jobs, service, url):
+async def _bulk_jobs(service: bootstrap.Service, url: str, stopping: asyncio.Event) -> None:
+    while not stopping.is_set():
+        if not await asyncio.to_thread(run_bulk_jobs, service, url, stopping.is_set):
             await asyncio.sleep(service.settings.outbox_poll_s)
 
 
@@ -202,7 +204,7 @@ async def run(service: bootstrap.Service, outbox_url: str) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     beside = [asyncio.create_task(_every(task, url)) for task in service.registry.periodic_work()]
-    beside.append(asyncio.create_task(_bulk_jobs(service, url)))
+    beside.append(asyncio.create_task(_bulk_jobs(service, url, stopping)))
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
