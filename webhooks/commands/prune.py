@@ -46,6 +46,20 @@ _DELETES = {
         DELETE FROM pgqueuer_statistics WHERE id IN (
             SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
             ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    # Operators' bulk jobs that ended (finished or cancelled) before the
+    # cutoff: their items a batch at a time, then the jobs left without any.
+    # A running job stays, whatever its age.
+    "bulk_job_items": """
+        DELETE FROM bulk_job_items WHERE (job_id, position) IN (
+            SELECT i.job_id, i.position FROM bulk_job_items i JOIN bulk_jobs j ON j.id = i.job_id
+            WHERE j.finished_at < %(cutoff)s
+            ORDER BY i.job_id, i.position LIMIT %(batch)s FOR UPDATE OF i SKIP LOCKED)""",
+    "bulk_jobs": """
+        DELETE FROM bulk_jobs WHERE id IN (
+            SELECT j.id FROM bulk_jobs j
+            WHERE j.finished_at < %(cutoff)s
+              AND NOT EXISTS (SELECT 1 FROM bulk_job_items i WHERE i.job_id = j.id)
+            ORDER BY j.id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
 }
 
 _TO_REDACT = {
