@@ -160,7 +160,8 @@ _DOUBLES = """
 SELECT (SELECT count(*) FROM (SELECT payment_id FROM fulfilments GROUP BY payment_id HAVING count(*) > 1) d),
        (SELECT count(*) FROM (SELECT dedupe_key FROM pgqueuer WHERE dedupe_key IS NOT NULL
                               GROUP BY dedupe_key HAVING count(*) > 1) d),
-       (SELECT count(*) FROM fulfilments)
+       (SELECT count(*) FROM fulfilments),
+       (SELECT count(*) FROM pgqueuer WHERE dedupe_key IS NOT NULL)
 """
 _COMPLETED = "SELECT event_id, completed_at FROM webhook_events WHERE status = 'completed'"
 _DONE = "SELECT position, done_at FROM bulk_job_items WHERE job_id = %s AND done_at IS NOT NULL"
@@ -182,7 +183,7 @@ def _whole_job(url: str, events: int, repeat: int) -> tuple[list[list[str]], lis
             finally:
                 worker.stop()
             took = time.perf_counter() - start
-            double_fulfilments, double_jobs, fulfilments = conn.execute(_DOUBLES).fetchone()
+            double_fulfilments, double_jobs, fulfilments, jobs = conn.execute(_DOUBLES).fetchone()
     finally:
         app.extensions["webhooks.pool"].close()
     return rows, [
@@ -193,6 +194,7 @@ def _whole_job(url: str, events: int, repeat: int) -> tuple[list[list[str]], lis
         f"{took:.1f}",
         f"{job.done / took:.0f}",
         str(fulfilments),
+        str(jobs),
         str(double_fulfilments),
         str(double_jobs),
         "-",
@@ -227,7 +229,7 @@ def _killed_halfway(url: str, events: int) -> list[str]:
         redone = sum(completed_after.get(event) != at for event, at in completed_before.items())
         retaken = sum(done_after.get(position) != at for position, at in done_before.items())
         (replayed,) = conn.execute(_REPLAYED, [job_id]).fetchone()
-        double_fulfilments, double_jobs, fulfilments = conn.execute(_DOUBLES).fetchone()
+        double_fulfilments, double_jobs, fulfilments, jobs = conn.execute(_DOUBLES).fetchone()
     return [
         f"killed at {len(done_before)}, resumed",
         f"{post_s * 1000:.0f}",
@@ -236,6 +238,7 @@ def _killed_halfway(url: str, events: int) -> list[str]:
         f"{took:.1f}",
         f"{job.done / took:.0f}",
         str(fulfilments),
+        str(jobs),
         str(double_fulfilments),
         str(double_jobs),
         str(redone + retaken),
@@ -277,6 +280,7 @@ def main() -> int:
                     "s",
                     "events/s",
                     "fulfilments",
+                    "outbox jobs",
                     "double fulfilments",
                     "double outbox jobs",
                     "finished events redone",
