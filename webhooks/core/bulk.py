@@ -27,13 +27,16 @@ import psycopg
 import structlog
 from psycopg.rows import class_row
 
+from webhooks.infra.db import one
+
 from . import outbox
 
 log = structlog.get_logger(__name__)
 
 REPROCESS, REQUEUE = "reprocess", "requeue"
-RUNNING, CANCELLED, FINISHED = "running", "cancelled", "finished"
-# Items one batch takes at most: the time a cancel waits, and the work a killed worker leaves to redo.
+# A job's status while a worker may take its items (then `finished`, or `cancelled`).
+RUNNING = "running"
+# Items one batch takes at most: the time a cancel waits, and the items a killed worker leaves to take again.
 BATCH = 100
 
 
@@ -77,20 +80,20 @@ def start(
 ) -> int:
     """A job over these events (a reprocess) or dead letters (a requeue), in this order; its id.
 
-    Its items are copied in one COPY, in the caller's transaction: the job
+    Its items are copied in one COPY, in the job's own transaction: the job
     exists whole or not at all.
     """
-    items = list(events) if action == REPROCESS else [(None, None, job) for job in dead_letters]
+    if action == REPROCESS:
+        items = [(provider, event_id, None) for provider, event_id in events]
+    else:
+        items = [(None, None, dead_letter) for dead_letter in dead_letters]
     with conn.transaction():
-        (job_id,) = conn.execute(_CREATE, [action, json.dumps(selection), len(items)]).fetchone() or (0,)
+        (job_id,) = one(conn.execute(_CREATE, [action, json.dumps(selection), len(items)]))
         with conn.cursor().copy(
             "COPY bulk_job_items (job_id, position, provider, event_id, outbox_job_id) FROM STDIN"
         ) as copy:
             for position, item in enumerate(items):
-                if action == REPROCESS:
-                    copy.write_row((job_id, position, *item, None))
-                else:
-                    copy.write_row((job_id, position, *item))
+                copy.write_row((job_id, position, *item))
     return int(job_id)
 
 
