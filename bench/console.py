@@ -182,23 +182,34 @@ def _whole_job(url: str, events: int, repeat: int) -> tuple[list[list[str]], lis
                 job = _wait(conn, job_id, worker, lambda job: job.status != bulk.RUNNING)
             finally:
                 worker.stop()
-            took = time.perf_counter() - start
-            double_fulfilments, double_jobs, fulfilments, jobs = conn.execute(_DOUBLES).fetchone()
+            whole = _row(conn, "whole job", post_s, job, time.perf_counter() - start, "-", "-")
     finally:
         app.extensions["webhooks.pool"].close()
-    return rows, [
-        "whole job",
+    return rows, whole
+
+
+def _row(
+    conn: psycopg.Connection,
+    run: str,
+    post_s: float,
+    job: bulk.Progress,
+    took: float,
+    redone: str,
+    replayed: str,
+) -> list[str]:
+    """A run's line: its times and counts, and the doubles counted in the fulfilments and the outbox."""
+    double_fulfilments, double_jobs, fulfilments, jobs = conn.execute(_DOUBLES).fetchone()
+    counts = [fulfilments, jobs, double_fulfilments, double_jobs]
+    return [
+        run,
         f"{post_s * 1000:.0f}",
         f"{job.done}/{job.total}",
         str(job.ok),
         f"{took:.1f}",
         f"{job.done / took:.0f}",
-        str(fulfilments),
-        str(jobs),
-        str(double_fulfilments),
-        str(double_jobs),
-        "-",
-        "-",
+        *map(str, counts),
+        redone,
+        replayed,
     ]
 
 
@@ -229,21 +240,8 @@ def _killed_halfway(url: str, events: int) -> list[str]:
         redone = sum(completed_after.get(event) != at for event, at in completed_before.items())
         retaken = sum(done_after.get(position) != at for position, at in done_before.items())
         (replayed,) = conn.execute(_REPLAYED, [job_id]).fetchone()
-        double_fulfilments, double_jobs, fulfilments, jobs = conn.execute(_DOUBLES).fetchone()
-    return [
-        f"killed at {len(done_before)}, resumed",
-        f"{post_s * 1000:.0f}",
-        f"{job.done}/{job.total}",
-        str(job.ok),
-        f"{took:.1f}",
-        f"{job.done / took:.0f}",
-        str(fulfilments),
-        str(jobs),
-        str(double_fulfilments),
-        str(double_jobs),
-        str(redone + retaken),
-        str(replayed),
-    ]
+        run = f"killed at {len(done_before)}, resumed"
+        return _row(conn, run, post_s, job, took, str(redone + retaken), str(replayed))
 
 
 def main() -> int:

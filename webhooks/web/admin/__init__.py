@@ -427,12 +427,17 @@ def reprocess_failed() -> ResponseBase:
     if str(len(selected)) != request.form.get("count"):
         # Failures came or went since the count was shown: show the new one.
         return _confirm(chosen, selected, 409, changed=True)
+    return _start(
+        bulk.REPROCESS, chosen.fields(), len(selected), events=[(r.provider, r.event_id) for r in selected]
+    )
+
+
+def _start(action: str, fields: dict[str, str], count: int, **items: Any) -> ResponseBase:
+    """A confirmed selection as a bulk job (core/bulk.py) for the worker; its progress page next."""
     with db.connection(_console().service.pool.get()) as conn:
-        job_id = bulk.start(
-            conn, bulk.REPROCESS, chosen.fields(), ((r.provider, r.event_id) for r in selected)
-        )
-    # Before the first event runs: the worker writes the closing line, with the counts.
-    _audit("bulk_reprocess_started", job_id=job_id, count=len(selected), **chosen.fields())
+        job_id = bulk.start(conn, action, fields, **items)
+    # Before the first item runs: the worker writes the closing line, with the counts.
+    _audit(f"bulk_{action}_started", job_id=job_id, count=count, **fields)
     return redirect(url_for("admin.bulk_job", job_id=job_id), 303)
 
 
@@ -480,10 +485,7 @@ def requeue_dead_letters() -> ResponseBase:
     chosen, ids = _dead_letters(request.form)
     if str(len(ids)) != request.form.get("count"):
         return _confirm_requeue(chosen, ids, 409, changed=True)
-    with db.connection(_console().service.pool.get()) as conn:
-        job_id = bulk.start(conn, bulk.REQUEUE, chosen.fields(), dead_letters=ids)
-    _audit("bulk_requeue_started", job_id=job_id, count=len(ids), **chosen.fields())
-    return redirect(url_for("admin.bulk_job", job_id=job_id), 303)
+    return _start(bulk.REQUEUE, chosen.fields(), len(ids), dead_letters=ids)
 
 
 @bp.get("/admin/jobs/<int:job_id>")
