@@ -191,3 +191,22 @@ def test_a_stopping_worker_ends_after_the_batch_in_flight_and_leaves_the_rest_ru
     assert loop.run_bulk_jobs(app.extensions["webhooks.service"], db.info.dsn, lambda: next(asked)) == 2
     job = bulk.progress(db, job_id)
     assert (job.status, job.done) == ("running", 2)
+
+
+def test_an_event_whose_reprocess_raises_is_that_items_result_and_the_job_goes_on(app, db):
+    events = failed_payments(app.test_client(), 3)
+    job_id = started(db, events)
+    service = app.extensions["webhooks.service"]
+
+    def one_broken(provider, event_id, selection):
+        if event_id == events[1]["id"]:
+            raise KeyError("a bug on this event's path")
+        [result] = service.reprocess_each([(provider, event_id)])
+        return result.completed, result.said
+
+    with psycopg.connect(db.info.dsn, autocommit=True) as conn:
+        batch = bulk.run_batch(conn, one_broken)
+    assert [item.ok for item in batch.ran] == [True, False, True]
+    assert batch.ran[1].result.startswith("not run: KeyError: ")
+    assert "a bug on this event" not in batch.ran[1].result  # its text may quote the payload
+    assert [job.id for job in batch.finished] == [job_id]

@@ -28,6 +28,7 @@ import structlog
 from psycopg.rows import class_row
 
 from webhooks.infra.db import one
+from webhooks.infra.logs import public_message
 
 from . import outbox
 
@@ -220,7 +221,7 @@ def run_batch(
         ran = []
         for job, action, selection, position, provider, event_id, dead_letter in taken:
             if action == REPROCESS:
-                ok, said = reprocess(provider, event_id, selection)
+                ok, said = _reprocessed(reprocess, provider, event_id, selection)
             else:
                 ok = dead_letter in requeued
                 said = "requeued" if ok else "not a dead letter any more, or its key is pending again"
@@ -231,6 +232,22 @@ def run_batch(
     with conn.transaction():
         finished = [job for (job,) in conn.execute(_FINISH, [sorted({row[0] for row in taken})])]
     return Batch(ran, [job for job in (progress(conn, job) for job in finished) if job])
+
+
+def _reprocessed(
+    reprocess: Reprocess, provider: str, event_id: str, selection: dict[str, Any]
+) -> tuple[bool, str]:
+    """One event's reprocess; one that raises is that item's result, not the job's end.
+
+    A database error is the batch's: it rolls back, and the batch is taken
+    again once the database answers, rather than every item marked failed.
+    """
+    try:
+        return reprocess(provider, event_id, selection)
+    except psycopg.Error:
+        raise
+    except Exception as exc:  # a bug in one event's path must not stop the job
+        return False, f"not run: {type(exc).__name__}: {public_message(exc)}"
 
 
 def audit(event: str, job: Progress, to: Any = log, **more: Any) -> None:

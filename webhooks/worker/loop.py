@@ -192,7 +192,12 @@ def run_bulk_jobs(service: bootstrap.Service, url: str, stopping: Callable[[], b
 
 async def _bulk_jobs(service: bootstrap.Service, url: str, stopping: asyncio.Event) -> None:
     while not stopping.is_set():
-        if not await asyncio.to_thread(run_bulk_jobs, service, url, stopping.is_set):
+        try:
+            ran = await asyncio.to_thread(run_bulk_jobs, service, url, stopping.is_set)
+        except Exception as exc:  # logged; the queue beside it goes on, and so do the jobs
+            log.error("bulk_jobs_failed", error=type(exc).__name__, detail=public_message(exc))
+            ran = 0
+        if not ran:
             await asyncio.sleep(service.settings.outbox_poll_s)
 
 
