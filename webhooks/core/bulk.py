@@ -84,6 +84,7 @@ def start(
     Its items are copied in one COPY, in the job's own transaction: the job
     exists whole or not at all.
     """
+    items: list[tuple[str | None, str | None, int | None]]
     if action == REPROCESS:
         items = [(provider, event_id, None) for provider, event_id in events]
     else:
