@@ -88,6 +88,8 @@ def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(
     page.wait_for_selector("#job-status.status-finished", timeout=60_000)
     assert page.locator("#progress").inner_text() == "2 of 2 done: 2 completed, 0 not."
     assert [outcome(db, evt["id"]) for evt in failing] == ["scripted", "scripted"]
+    worker.proc.terminate()  # so the requeued job waits to be seen, rather than be delivered at once
+    worker.proc.wait(10)
 
     page.goto(f"{server.admin_url}/admin")
     page.click(f"#requeue-{job_id}")
