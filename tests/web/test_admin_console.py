@@ -252,7 +252,7 @@ def started_job(client, form: dict[str, str], action: str = "/admin/reprocess") 
 def run_jobs(client, db) -> int:
     """The bulk jobs run as the worker runs them; how many items ran."""
     service = client.application.extensions["webhooks.service"]
-    return loop.run_bulk_jobs(service, db.info.dsn)
+    return loop.run_bulk_jobs(service, db)
 
 
 def progress_of(html: str) -> str:

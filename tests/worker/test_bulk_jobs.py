@@ -188,7 +188,7 @@ def test_a_stopping_worker_ends_after_the_batch_in_flight_and_leaves_the_rest_ru
     job_id = started(db, events)
     monkeypatch.setattr(bulk, "BATCH", 2)
     asked = iter([False, True])  # SIGTERM arrives while the first batch runs
-    assert loop.run_bulk_jobs(app.extensions["webhooks.service"], db.info.dsn, lambda: next(asked)) == 2
+    assert loop.run_bulk_jobs(app.extensions["webhooks.service"], db, lambda: next(asked)) == 2
     job = bulk.progress(db, job_id)
     assert (job.status, job.done) == ("running", 2)
 

@@ -20,7 +20,9 @@ HTTP session).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import signal
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -166,39 +168,64 @@ async def _every(task: Periodic, url: str) -> None:
         await asyncio.sleep(task.every_s)
 
 
-def run_bulk_jobs(service: bootstrap.Service, url: str, stopping: Callable[[], bool] = lambda: False) -> int:
-    """The bulk jobs' items (core/bulk.py), a batch at a time, until none is left or `stopping`; how many ran.
+def run_bulk_jobs(
+    service: bootstrap.Service, conn: psycopg.Connection, stopping: Callable[[], bool] = lambda: False
+) -> int:
+    """The bulk jobs' items (core/bulk.py), a batch at a time on `conn` (autocommit), until none is
+    left or `stopping`; how many ran.
 
     Each job that its last batch finished gets its closing audit line here,
-    with the counts. A lost connection ends the round; the next one resumes
-    where the last committed batch left off. A stopping worker ends after the
-    batch in flight: the rest is the next worker's.
+    with the counts. A stopping worker ends after the batch in flight: the
+    rest is the next worker's.
     """
     ran = 0
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            while not stopping():
-                batch = service.run_bulk_batch(conn)
-                for job in batch.finished:
-                    bulk.audit("finished", job)
-                if not batch.ran:
-                    return ran
-                ran += len(batch.ran)
-            return ran
-    except psycopg.Error as exc:
-        log.warning("bulk_jobs_failed", error=public_message(exc))
-        return ran
+    while not stopping():
+        batch = service.run_bulk_batch(conn)
+        for job in batch.finished:
+            bulk.audit("finished", job)
+        if not batch.ran:
+            break
+        ran += len(batch.ran)
+    return ran
+
+
+# How often an idle worker looks for a bulk job: an operator's job starts within it.
+BULK_POLL_S = 1.0
+
+
+def _connected(conn: psycopg.Connection | None, url: str) -> psycopg.Connection:
+    """`conn`, or a new autocommit connection where there is none or it was lost."""
+    return conn if conn is not None and not conn.closed else psycopg.connect(url, autocommit=True)
 
 
 async def _bulk_jobs(service: bootstrap.Service, url: str, stopping: asyncio.Event) -> None:
-    while not stopping.is_set():
-        try:
-            ran = await asyncio.to_thread(run_bulk_jobs, service, url, stopping.is_set)
-        except Exception as exc:  # logged; the queue beside it goes on, and so do the jobs
-            log.error("bulk_jobs_failed", error=type(exc).__name__, detail=public_message(exc))
+    """`run_bulk_jobs` on one connection of its own, kept between rounds; a lost one is made again.
+
+    A round cut short by an error leaves its batch uncommitted: the next
+    round takes it up where the last committed batch left off.
+    """
+    conn: psycopg.Connection | None = None
+    # A thread of its own: a long job never holds one the deliveries' blocking calls need.
+    own = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bulk-jobs")
+    loop = asyncio.get_running_loop()
+    try:
+        while not stopping.is_set():
             ran = 0
-        if not ran:
-            await asyncio.sleep(service.settings.outbox_poll_s)
+            try:
+                conn = await loop.run_in_executor(own, _connected, conn, url)
+                rounds = functools.partial(run_bulk_jobs, service, conn, stopping.is_set)
+                ran = await loop.run_in_executor(own, rounds)
+            except Exception as exc:  # logged; the queue beside it goes on, and so do the jobs
+                log.error("bulk_jobs_failed", error=type(exc).__name__, detail=public_message(exc))
+                if conn is not None and isinstance(exc, psycopg.Error):
+                    conn.close()
+            if not ran:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), BULK_POLL_S)
+    finally:
+        if conn is not None:
+            conn.close()
+        own.shutdown()
 
 
 async def run(service: bootstrap.Service, outbox_url: str) -> None:
@@ -209,12 +236,15 @@ async def run(service: bootstrap.Service, outbox_url: str) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     beside = [asyncio.create_task(_every(task, url)) for task in service.registry.periodic_work()]
-    beside.append(asyncio.create_task(_bulk_jobs(service, url, stopping)))
+    bulk_jobs = asyncio.create_task(_bulk_jobs(service, url, stopping))
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
         for task in beside:
             task.cancel()
+        # Not cancelled: it ends after the batch in flight, which commits.
+        stopping.set()
+        await bulk_jobs
 
 
 # A failover or a partition ends the worker's connections; it connects again
