@@ -425,6 +425,42 @@ ALTER TABLE admin_sign_in_failures ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
     CACHE 1
 );
 
+-- TABLE: bulk_job_items
+CREATE TABLE bulk_job_items (
+    job_id bigint NOT NULL,
+    "position" integer NOT NULL,
+    provider text,
+    event_id text,
+    outbox_job_id bigint,
+    done_at timestamp with time zone,
+    ok boolean,
+    result text,
+    CONSTRAINT bulk_job_items_check CHECK ((((event_id IS NOT NULL) AND (provider IS NOT NULL)) <> (outbox_job_id IS NOT NULL)))
+);
+
+-- TABLE: bulk_jobs
+CREATE TABLE bulk_jobs (
+    id bigint NOT NULL,
+    action text NOT NULL,
+    selection jsonb NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    total integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT bulk_jobs_action_check CHECK ((action = ANY (ARRAY['reprocess'::text, 'requeue'::text]))),
+    CONSTRAINT bulk_jobs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'cancelled'::text, 'finished'::text])))
+);
+
+-- SEQUENCE: bulk_jobs_id_seq
+ALTER TABLE bulk_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME bulk_jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- TABLE: checkout_line_items
 CREATE TABLE checkout_line_items (
     session_id text NOT NULL,
@@ -847,7 +883,8 @@ CREATE TABLE webhook_failures (
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
     redacted_at timestamp with time zone,
     handler text,
-    account text
+    account text,
+    raised_at text
 );
 
 -- SEQUENCE: webhook_failures_id_seq
@@ -900,6 +937,14 @@ ALTER TABLE ONLY webhook_failures ALTER COLUMN id SET DEFAULT nextval('webhook_f
 -- CONSTRAINT: admin_sign_in_failures admin_sign_in_failures_pkey
 ALTER TABLE ONLY admin_sign_in_failures
     ADD CONSTRAINT admin_sign_in_failures_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT: bulk_job_items bulk_job_items_pkey
+ALTER TABLE ONLY bulk_job_items
+    ADD CONSTRAINT bulk_job_items_pkey PRIMARY KEY (job_id, "position");
+
+-- CONSTRAINT: bulk_jobs bulk_jobs_pkey
+ALTER TABLE ONLY bulk_jobs
+    ADD CONSTRAINT bulk_jobs_pkey PRIMARY KEY (id);
 
 -- CONSTRAINT: checkout_line_items checkout_line_items_pkey
 ALTER TABLE ONLY checkout_line_items
@@ -1016,6 +1061,9 @@ ALTER TABLE ONLY webhook_payloads
 -- INDEX: admin_sign_in_failures_failed_at
 CREATE INDEX admin_sign_in_failures_failed_at ON admin_sign_in_failures USING btree (failed_at);
 
+-- INDEX: bulk_job_items_waiting
+CREATE INDEX bulk_job_items_waiting ON bulk_job_items USING btree (job_id, "position") WHERE (done_at IS NULL);
+
 -- INDEX: disputes_payment_idx
 CREATE INDEX disputes_payment_idx ON disputes USING btree (payment_id);
 
@@ -1114,3 +1162,7 @@ COMMENT ON INDEX webhook_failures_failed_at_idx IS 'retention''s batches along t
 
 -- COMMENT: INDEX webhook_payloads_pkey
 COMMENT ON INDEX webhook_payloads_pkey IS 'a ledger row''s payload, joined by (ledger_id, received_at): one partition, one probe';
+
+-- FK CONSTRAINT: bulk_job_items bulk_job_items_job_id_fkey
+ALTER TABLE ONLY bulk_job_items
+    ADD CONSTRAINT bulk_job_items_job_id_fkey FOREIGN KEY (job_id) REFERENCES bulk_jobs(id) ON DELETE CASCADE;

@@ -14,8 +14,11 @@ import importlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
-from webhooks.core import history, ingest
+import psycopg
+
+from webhooks.core import bulk, history, ingest
 from webhooks.core.events import Event, InvalidEvent, InvalidFields
 from webhooks.core.redaction import Policy
 from webhooks.core.registry import HandlerMistake, Registry
@@ -142,6 +145,16 @@ class Service:
             except NotReprocessed as exc:
                 yield Reprocessed(provider, event_id, not_run=exc)
 
+    def run_bulk_batch(self, conn: psycopg.Connection, job_id: int | None = None) -> bulk.Batch:
+        """One batch of the bulk jobs running (core/bulk.py), or of `job_id`'s, on `conn`; each
+        event reprocessed as `reprocess` does, with its job's `allow_ignored`."""
+
+        def reprocess(provider: str, event_id: str, selection: dict[str, Any]) -> tuple[bool, str]:
+            [result] = self.reprocess_each([(provider, event_id)], bool(selection.get("allow_ignored")))
+            return result.completed, result.said
+
+        return bulk.run_batch(conn, reprocess, job_id=job_id)
+
     def fulfil_checkout(self, session_id: str, account: str | None = None) -> returns.Returned:
         """A customer's return from Checkout: the session read from Stripe, then fulfilled through
         the claim, once whichever of it and the webhook comes first (domains/stripe/returns.py)."""
@@ -176,6 +189,14 @@ class Reprocessed:
     @property
     def completed(self) -> bool:
         return self.answer is not None and self.answer.status == 200
+
+    @property
+    def said(self) -> str:
+        """What it came to, in one line: the answer's status and outcome, or why it did not run."""
+        if self.answer is None:
+            return str(self.not_run)
+        replayed = " (already completed: stored answer)" if self.answer.replayed else ""
+        return f"{self.answer.status} {self.answer.outcome}{replayed}"
 
 
 class NotReprocessed(Exception):

@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import re
 
 import pytest
 
@@ -69,6 +70,21 @@ def test_show_prints_outcome_attempts_failures_and_payload(run, ledger):
     assert f'"id": "{failing["id"]}"' in out
     code, out = run("events", "show", paid["id"])
     assert "outcome   fulfilled" in out and "attempts  1 (0 failed)" in out
+
+
+def test_show_names_each_failures_class_and_where_the_handler_raised_it(run, client):
+    # Its text may quote the customer, so it is withheld; its class and place are not.
+    evt = scripted_event(fail_quoting="jane.doe@example.com")
+    assert post_event(client, evt).status_code == 500
+    code, out = run("events", "show", evt["id"])
+    assert code == 0 and "  LookupError: text not shown" in out
+    [raised] = [line.strip() for line in out.splitlines() if line.strip().startswith("raised at ")]
+    assert re.fullmatch(r"raised at tests\.support\.handlers:scripted:\d+", raised)
+    code, out = run("events", "show", evt["id"], "--json")
+    [failure] = json.loads(out)["failures"]
+    place = raised.removeprefix("raised at ")
+    assert (failure["error_class"], failure["raised_at"]) == ("LookupError", place)
+    assert "jane.doe" not in out
 
 
 def test_show_of_an_unknown_event_fails(run):

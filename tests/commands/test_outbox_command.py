@@ -77,6 +77,14 @@ def test_requeue_selects_by_kind_and_leaves_the_rest(outbox_command, db):
     assert status_of(db, effect)[0] == "queued" and status_of(db, other) == ("failed", 4)
 
 
+def test_requeue_selects_by_last_error_as_the_console_groups_them(outbox_command, db):
+    refused = dead_letter(db, "test.effect:pi_refused", error="HTTP 500 Internal Server Error from shop")
+    timed_out = dead_letter(db, "test.effect:pi_timed_out", error="TimeoutError: ")
+    ran = outbox_command("requeue", "--error", "HTTP 500 Internal Server Error from shop")
+    assert (ran.returncode, ran.stdout) == (0, f"requeued 1 dead letter(s): {refused}\n")
+    assert status_of(db, refused)[0] == "queued" and status_of(db, timed_out) == ("failed", 4)
+
+
 def test_a_dead_letter_whose_key_is_pending_again_stays_dead_and_says_so(outbox_command, db):
     job_id = dead_letter(db, "test.effect:pi_twice")
     with db.transaction():  # the same key enqueued anew since it died
@@ -93,7 +101,7 @@ def test_naming_no_dead_letters_is_refused_in_one_line(outbox_command, db, actio
     ran = outbox_command(action, *(["--yes"] if action == "purge" else []))
     assert ran.returncode == 1 and ran.stdout == ""
     assert ran.stderr.splitlines() == [
-        f"error: name the dead letters to {action}: job ids, --kind, --older-than, or --all"
+        f"error: name the dead letters to {action}: job ids, --kind, --error, --older-than, or --all"
     ]
     assert status_of(db, job_id) == ("failed", 4)
 

@@ -11,7 +11,7 @@ from tests.conftest import load_json, post_event, scripted_event, table_counts
 from tests.support.commands import called
 from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
 from webhooks.commands import prune as retention
-from webhooks.core import partitions
+from webhooks.core import bulk, partitions
 from webhooks.traffic import samples
 
 
@@ -31,6 +31,23 @@ def age(db, days: int) -> None:
     for table in ("webhook_payloads", "webhook_events"):
         db.execute(f"UPDATE {table} SET received_at = %s", [then])
     db.execute("UPDATE webhook_failures SET failed_at = now() - make_interval(days => %s)", [days])
+
+
+def test_bulk_jobs_that_ended_before_the_cutoff_go_with_their_items_and_a_running_one_stays(prune, db):
+    ended, running, recent = (
+        bulk.start(db, bulk.REPROCESS, {}, [("stripe", f"evt_{job}_{n}") for n in range(3)])
+        for job in ("ended", "running", "recent")
+    )
+    db.execute(
+        "UPDATE bulk_jobs SET status = 'finished', finished_at = now() - interval '40 days' WHERE id = %s",
+        [ended],
+    )
+    db.execute("UPDATE bulk_jobs SET created_at = now() - interval '40 days' WHERE id = %s", [running])
+    db.execute("UPDATE bulk_jobs SET status = 'cancelled', finished_at = now() WHERE id = %s", [recent])
+    code, out, _ = prune("--older-than", "30d", "--batch-size", "2")
+    assert code == 0 and "bulk_job_items=3 bulk_jobs=1" in out
+    assert [row[0] for row in db.execute("SELECT id FROM bulk_jobs ORDER BY id")] == [running, recent]
+    assert count_rows(db, "bulk_job_items") == 6
 
 
 @pytest.mark.parametrize("window", ["2d", "71h", "30m"])

@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 import requests
 
+from tests import conftest
 from tests.conftest import scripted_event, signed_headers
 from tests.support.admin import TOKEN, browser_page, no_policy_refusals, sign_in
 from tests.support.dead_letters import dead_letter, status_of
+from tests.support.downstream import Downstream, Worker
 from webhooks.traffic import samples
 
 __all__ = ["browser_page"]  # the fixture, imported for pytest
@@ -49,8 +51,21 @@ def test_clicking_reprocess_on_a_failed_event_completes_it(browser_page, front, 
     assert outcome(db, evt["id"]) == "scripted"
 
 
+@pytest.fixture
+def worker(database_url):
+    """`python -m webhooks worker` beside the served app: it runs the bulk jobs the console starts."""
+    downstream = Downstream()
+    started = Worker(conftest.service_env(database_url, WEBHOOK_OUTBOX_URL=downstream.url))
+    yield started
+    started.proc.terminate()
+    started.proc.wait(10)
+    downstream.close()
+
+
 @pytest.mark.system
-def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(browser_page, front, db):
+def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(
+    browser_page, front, db, worker
+):
     server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
     failing = [scripted_event(fail_attempts=1) for _ in range(2)]
     assert [deliver(server, evt) for evt in failing] == [500, 500]
@@ -68,15 +83,41 @@ def test_counting_then_reprocessing_failed_events_and_requeuing_a_dead_letter(br
     )
     assert [outcome(db, evt["id"]) for evt in failing] == [None, None]  # counting ran nothing
     page.click("#reprocess-all")
-    page.wait_for_selector("#summary")
-    assert page.locator("#summary").inner_text() == "2 of 2 completed."
+    page.wait_for_selector("#progress")
+    # The worker runs the job; its page reloads itself until the job has finished.
+    page.wait_for_selector("#job-status.status-finished", timeout=60_000)
+    assert page.locator("#progress").inner_text() == "2 of 2 done: 2 completed, 0 not."
     assert [outcome(db, evt["id"]) for evt in failing] == ["scripted", "scripted"]
+    worker.proc.terminate()  # so the requeued job waits to be seen, rather than be delivered at once
+    worker.proc.wait(10)
 
     page.goto(f"{server.admin_url}/admin")
     page.click(f"#requeue-{job_id}")
     page.wait_for_selector("#requeued")
     no_policy_refusals(page)
     assert status_of(db, job_id) == ("queued", 0)
+
+
+@pytest.mark.system
+def test_a_bulk_job_is_watched_and_cancelled_from_its_page(browser_page, front, db):
+    server = front(WEBHOOK_ADMIN_TOKEN=TOKEN, WEB_CONCURRENCY=1)
+    failing = [scripted_event(fail_attempts=1) for _ in range(3)]
+    assert [deliver(server, evt) for evt in failing] == [500] * 3
+
+    page = browser_page
+    sign_in(page, server)
+    page.get_by_role("button", name="Count them first").click()
+    page.click("#reprocess-all")
+    # No worker is running: the job waits, its page says so and offers the cancel.
+    assert page.locator("#job-status").inner_text() == "running"
+    assert page.locator("#progress").inner_text() == "0 of 3 done: 0 completed, 0 not."
+    page.click("#cancel")
+    page.wait_for_selector("#job-status.status-cancelled")
+    assert "3 not run" in page.locator("#ended").inner_text()
+    page.goto(f"{server.admin_url}/admin")
+    assert "cancelled" in page.locator("#bulk-jobs").inner_text()
+    no_policy_refusals(page)
+    assert [outcome(db, evt["id"]) for evt in failing] == [None] * 3
 
 
 @pytest.mark.system

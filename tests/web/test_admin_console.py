@@ -7,19 +7,22 @@ runs, and writes one audit line; a GET changes nothing.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
+import psycopg
 import pytest
 import requests
 
 from tests.conftest import post_event, scripted_event, signed_headers, table_counts
 from tests.support.admin import AUTH, TOKEN, csrf_of, on_console_listener, signed_in
 from tests.support.dead_letters import dead_letter, status_of
-from webhooks.core import outbox
+from webhooks.core import bulk, outbox
 from webhooks.traffic import samples
 from webhooks.web import admin
 from webhooks.web.admin import csrf
+from webhooks.worker import loop
 
 
 @pytest.fixture
@@ -230,10 +233,30 @@ def test_reprocess_failed_shows_the_count_first_then_runs_exactly_those(admin_cl
 
     form = dict(re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', confirm))
     assert form["count"] == "3" and form["type"] == "test.scripted"
-    response = admin_client.post("/admin/reprocess", data=form)
-    assert response.status_code == 200
-    assert '<p id="summary">3 of 3 completed.</p>' in response.get_data(as_text=True)
+    job_page = started_job(admin_client, form)
+    assert [outcome(db, evt["id"]) for evt in failing] == [None] * 3  # the request only started the job
+    assert run_jobs(admin_client, db) == 3
+    assert progress_of(page(admin_client, job_page)) == "3 of 3 done: 3 completed, 0 not."
     assert [outcome(db, evt["id"]) for evt in failing] == ["scripted"] * 3
+
+
+def started_job(client, form: dict[str, str], action: str = "/admin/reprocess") -> str:
+    """The confirmed form posted: a bulk job started, and the path of its progress page."""
+    response = client.post(action, data=form)
+    assert response.status_code == 303, response.get_data(as_text=True)
+    path = response.headers["Location"]
+    assert re.fullmatch(r"/admin/jobs/\d+", path), path
+    return path
+
+
+def run_jobs(client, db) -> int:
+    """The bulk jobs run as the worker runs them; how many items ran."""
+    service = client.application.extensions["webhooks.service"]
+    return loop.run_bulk_jobs(service, db)
+
+
+def progress_of(html: str) -> str:
+    return re.search(r'<p id="progress">(.*?)</p>', html, re.S).group(1)
 
 
 def test_reprocess_failed_with_a_count_that_no_longer_holds_runs_nothing_and_recounts(admin_client, db):
@@ -300,12 +323,13 @@ def test_each_action_writes_one_audit_line_with_ids_and_no_customer_data(gunicor
     server.stop()
     lines = _audit_lines(server.output())
     actions = [line["action"] for line in lines]
-    assert actions == ["reprocess", "reprocess_failed_started", "reprocess_failed", "requeue"]
+    # The bulk reprocess is a job: its closing line, with the counts, is the worker's.
+    assert actions == ["reprocess", "bulk_reprocess_started", "requeue"]
     assert lines[0]["event_ids"] == [evt["id"]] and lines[0]["completed"] is True
     # The bulk action's first line, its count and filter, before its events run.
     assert (lines[1]["count"], "since" in lines[1], "event_ids" in lines[1]) == (1, True, False)
-    assert lines[2]["count"] == 1 and lines[2]["event_ids"] == [other["id"]]
-    assert lines[3]["job_ids"] == [job_id]
+    assert outcome(db, other["id"]) is None and isinstance(lines[1]["job_id"], int)
+    assert lines[2]["job_ids"] == [job_id]
     assert all(line["actor"] == "admin_token" and line["level"] == "info" for line in lines)
     # Served alone, gunicorn's own socket names the client.
     assert {line["client"] for line in lines} == {"127.0.0.1"}
@@ -379,18 +403,26 @@ def test_a_dead_letter_shows_no_oldest_waiting(admin_client, db):
     assert "none: dead letters wait for a requeue" in depth and " s</td>" not in depth
 
 
-def test_the_confirmation_and_the_outcome_show_the_count_and_the_first_page_only(admin_client, monkeypatch):
+def test_the_confirmation_and_the_outcome_show_the_count_and_the_first_page_only(
+    admin_client, db, monkeypatch
+):
     monkeypatch.setattr("webhooks.web.admin.PAGE_SIZE", 2)
     failing = [failed_once(admin_client) for _ in range(3)]
     confirm = page(admin_client, "/admin/reprocess")
     assert count_shown(confirm) == 3 and 'id="more">and 1 more' in confirm
     assert sum(evt["id"] in confirm for evt in failing) == 2
-    response = admin_client.post("/admin/reprocess", data=form_of(confirm, "/admin/reprocess"))
-    done = response.get_data(as_text=True)
-    assert '<p id="summary">3 of 3 completed.</p>' in done and 'id="more">and 1 more' in done
+    job_page = started_job(admin_client, form_of(confirm, "/admin/reprocess"))
+    assert progress_of(page(admin_client, job_page)) == "0 of 3 done: 0 completed, 0 not."
+    # The first page of what did not complete: two of the three the handler now refuses.
+    db.execute("UPDATE webhook_failures SET handler = 'elsewhere.handler'")
+    assert run_jobs(admin_client, db) == 3
+    done = page(admin_client, job_page)
+    assert progress_of(done) == "3 of 3 done: 0 completed, 3 not."
+    missed = re.search(r'<table id="missed">(.*?)</table>', done, re.S).group(1)
+    assert missed.count("refused to reprocess") == 2 and "The first 2 only" in done
 
 
-def test_the_bulk_audit_line_is_written_before_the_first_event_runs(admin_client, monkeypatch):
+def test_the_bulk_audit_line_is_written_before_the_first_event_runs(admin_client, db, monkeypatch):
     failed_once(admin_client)
     service = admin_client.application.extensions["webhooks.service"]
     audited, audited_before_running = [], []
@@ -406,6 +438,65 @@ def test_the_bulk_audit_line_is_written_before_the_first_event_runs(admin_client
     )
     monkeypatch.setattr(type(service), "reprocess_each", watched)
     confirm = page(admin_client, "/admin/reprocess")
-    admin_client.post("/admin/reprocess", data=form_of(confirm, "/admin/reprocess"))
-    assert audited_before_running == [["reprocess_failed_started"]]
-    assert audited == ["reprocess_failed_started", "reprocess_failed"]
+    started_job(admin_client, form_of(confirm, "/admin/reprocess"))
+    assert (audited, audited_before_running) == (["bulk_reprocess_started"], [])
+    assert run_jobs(admin_client, db) == 1
+    assert audited_before_running == [["bulk_reprocess_started"]]
+
+
+def test_a_bulk_job_page_shows_its_progress_and_a_cancel_stops_it_after_the_batch_in_flight(
+    admin_client, db, monkeypatch
+):
+    failing = [failed_once(admin_client) for _ in range(3)]
+    confirm = page(admin_client, "/admin/reprocess")
+    job_page = started_job(admin_client, form_of(confirm, "/admin/reprocess"))
+    running = page(admin_client, job_page)
+    assert '<p id="job-status" class="status-running">running</p>' in running
+    assert '<meta http-equiv="refresh"' in running  # it reloads itself until the job ends
+    # One batch of one event, as a worker would take it.
+    monkeypatch.setattr(bulk, "BATCH", 1)
+    service = admin_client.application.extensions["webhooks.service"]
+    with psycopg.connect(db.info.dsn, autocommit=True) as conn:
+        assert len(service.run_bulk_batch(conn).ran) == 1
+    assert progress_of(page(admin_client, job_page)) == "1 of 3 done: 1 completed, 0 not."
+    cancel = f"{job_page}/cancel"
+    response = admin_client.post(cancel, data={"csrf": csrf_of(running, cancel)})
+    assert response.status_code == 303
+    cancelled = page(admin_client, job_page)
+    assert "status-cancelled" in cancelled and "2 not run" in cancelled
+    assert '<meta http-equiv="refresh"' not in cancelled and 'id="cancel"' not in cancelled
+    assert run_jobs(admin_client, db) == 0  # nothing more runs
+    assert [outcome(db, evt["id"]) for evt in failing] == ["scripted", None, None]
+    again = admin_client.post(cancel, data={"csrf": csrf_of(running, cancel)})
+    assert again.status_code == 409
+
+
+def test_dead_letters_are_requeued_in_bulk_by_kind_and_error_through_a_job(admin_client, db):
+    refused = [dead_letter(db, f"test.effect:pi_refused_{n}", error="HTTP 500 from shop") for n in range(3)]
+    timed_out = dead_letter(db, "test.effect:pi_timed_out", error="TimeoutError: ")
+    other_kind = dead_letter(db, "test.other:pi_other", kind="test.other", error="HTTP 500 from shop")
+    console = page(admin_client, "/admin")
+    groups = re.search(r'<table id="dead-letter-groups">(.*?)</table>', console, re.S).group(1)
+    assert re.search(r"<td>test.effect</td><td class=\"error\">HTTP 500 from shop</td><td>3</td>", groups)
+    link = html.unescape(
+        re.search(r'href="(/admin/requeue\?kind=test.effect&amp;error=HTTP[^"]*)"', groups).group(1)
+    )
+    confirm = page(admin_client, link)
+    assert '<p id="count">3 dead letter(s) of test.effect' in confirm
+    job_page = started_job(admin_client, form_of(confirm, "/admin/requeue"), "/admin/requeue")
+    assert [status_of(db, job)[0] for job in refused] == ["failed"] * 3  # the request only started it
+    assert run_jobs(admin_client, db) == 3
+    assert progress_of(page(admin_client, job_page)) == "3 of 3 done: 3 requeued, 0 not."
+    assert [status_of(db, job) for job in refused] == [("queued", 0)] * 3
+    assert status_of(db, timed_out)[0] == status_of(db, other_kind)[0] == "failed"
+
+
+def test_the_event_page_shows_the_failures_class_and_where_the_handler_raised(admin_client):
+    # A handler's own error: its text may quote the payload, so it is withheld; its class and place are not.
+    evt = scripted_event(fail_quoting="jane.doe@example.com")
+    assert post_event(admin_client, evt).status_code == 500
+    detail = page(admin_client, f"/admin/events/stripe/{evt['id']}")
+    failures = re.search(r'<table id="event-failures">(.*?)</table>', detail, re.S).group(1)
+    raised = re.search(r'<td class="raised-at">([^<]*)</td>', failures).group(1)
+    assert re.fullmatch(r"tests\.support\.handlers:scripted:\d+", raised)
+    assert "LookupError: text not shown" in failures and "jane.doe" not in failures

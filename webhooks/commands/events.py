@@ -8,7 +8,7 @@ import getpass
 import sys
 
 from webhooks import bootstrap
-from webhooks.core import history
+from webhooks.core import bulk, history
 from webhooks.infra import logs
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
@@ -82,6 +82,8 @@ def _show(args: argparse.Namespace) -> int:
     )
     for failure in detail.failures:
         print(f"  {failure.failed_at}  {failure.error_class}: {failure.error_message or ''}")
+        if failure.raised_at:
+            print(f"    raised at {failure.raised_at}")
     print("payload")
     print(history.readable(detail.payload) or "(none)")
     return 0
@@ -127,17 +129,53 @@ def _reprocess_failed(args: argparse.Namespace) -> int:
             for (provider, event_type), count in counted.most_common():
                 print(f"{count:>9}  {provider} {event_type}")
             return 0
-        ran = completed = 0
-        for result in service.reprocess_each(
-            ((r.provider, r.event_id) for r in selected), args.allow_ignored
-        ):
-            said = f"{result.answer.status} {result.answer.outcome}" if result.answer else str(result.not_run)
-            print(f"{result.provider} {result.event_id} {said}", flush=True)
-            ran, completed = ran + 1, completed + result.completed
+        return _run_job(service, args, selected)
     finally:
         service.close()
+
+
+def _run_job(service: bootstrap.Service, args: argparse.Namespace, selected: list) -> int:
+    """The selection as a bulk job (core/bulk.py), as /admin starts one, run here a batch at a time.
+
+    Stopped midway (Ctrl-C, a lost connection), the job stays running: the
+    worker takes up what is left, and no finished event runs again.
+    """
+    selection = {"status": args.status, **_fields(args)}
+    with connect(service.settings) as conn:
+        job_id = bulk.start(conn, bulk.REPROCESS, selection, ((r.provider, r.event_id) for r in selected))
+        log = logs.to_stderr()
+        # Before the first event runs; the closing line has the counts.
+        log.info(
+            "admin_action",
+            action="bulk_reprocess_started",
+            actor=getpass.getuser(),
+            job_id=job_id,
+            count=len(selected),
+            **selection,
+        )
+        while True:
+            batch = service.run_bulk_batch(conn, job_id)
+            for item in batch.ran:
+                print(f"{item.provider} {item.event_id} {item.result}", flush=True)
+            for job in batch.finished:
+                bulk.audit("finished", job, log, actor=getpass.getuser())
+            if not batch.ran:
+                break
+        ended = bulk.progress(conn, job_id)
+    ran, completed = (ended.done, ended.ok) if ended else (0, 0)
     print(f"reprocessed {ran} {args.status} event(s): {completed} completed, {ran - completed} not")
-    return 0 if completed == ran else 1
+    return 0 if completed == ran == len(selected) else 1
+
+
+def _fields(args: argparse.Namespace) -> dict:
+    """The filters given, as the job keeps them (since as a moment)."""
+    found = {
+        "provider": args.provider,
+        "type": args.type,
+        "since": args.since and args.since.isoformat(),
+        "allow_ignored": args.allow_ignored or None,
+    }
+    return {name: value for name, value in found.items() if value}
 
 
 _PROVIDERS = bootstrap.PROVIDERS.names()

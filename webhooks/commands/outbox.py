@@ -4,7 +4,7 @@ On the service's own database (DATABASE_URL, else the embedded one), the
 way every command here connects, rather than pgqueuer's `pgq`, which reads
 its own settings and knows nothing of the embedded server. requeue and
 purge act on dead letters only (status `failed`: the worker gave up after
-WEBHOOK_OUTBOX_MAX_ATTEMPTS tries), selected by id, kind or age; /admin's
+WEBHOOK_OUTBOX_MAX_ATTEMPTS tries), selected by id, kind, last error or age; /admin's
 requeue button runs the same function (core/outbox.py).
 """
 
@@ -49,9 +49,13 @@ def _list(args: argparse.Namespace) -> int:
 
 def _dead_letters(args: argparse.Namespace) -> outbox.Jobs:
     """The dead letters the arguments name; none named at all is refused unless --all says every one."""
-    if not (args.ids or args.kind or args.older_than or args.all):
-        raise CommandError(f"name the dead letters to {args.action}: job ids, --kind, --older-than, or --all")
-    return outbox.Jobs(status=outbox.DEAD, kind=args.kind, ids=args.ids or None, before=args.older_than)
+    if not (args.ids or args.kind or args.error is not None or args.older_than or args.all):
+        raise CommandError(
+            f"name the dead letters to {args.action}: job ids, --kind, --error, --older-than, or --all"
+        )
+    return outbox.Jobs(
+        status=outbox.DEAD, kind=args.kind, ids=args.ids or None, before=args.older_than, error=args.error
+    )
 
 
 def _ids(ids: list[int]) -> str:
@@ -122,6 +126,11 @@ def register(commands) -> None:
         action = actions.add_parser(name, help=help_text)
         action.add_argument("ids", metavar="JOB_ID", type=int, nargs="*", help="these dead letters")
         action.add_argument("--kind", help="dead letters of this kind")
+        action.add_argument(
+            "--error",
+            metavar="TEXT",
+            help="dead letters whose last failure said exactly this (as `outbox list` shows it)",
+        )
         action.add_argument(
             "--older-than",
             metavar="SPAN",

@@ -58,12 +58,29 @@ _BY_TIME = {
     # The outbox's delivery log; pending and dead jobs live in pgqueuer itself and stay.
     "pgqueuer_log": ("created", ""),
 }
-# The outbox's per-second roll-up: one row per second and kind of job at most, so small;
-# it has no index on its time, and the service reads it by none.
-_STATISTICS = """
-    DELETE FROM pgqueuer_statistics WHERE id IN (
-        SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
-        ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)"""
+# Small tables, deleted by id in batches: they hold few rows for any window.
+_SMALL = {
+    # The outbox's per-second roll-up: one row per second and kind of job at most;
+    # it has no index on its time, and the service reads it by none.
+    "pgqueuer_statistics": """
+        DELETE FROM pgqueuer_statistics WHERE id IN (
+            SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s
+            ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    # Operators' bulk jobs that ended (finished or cancelled) before the
+    # cutoff: their items a batch at a time, then the jobs left without any.
+    # A running job stays, whatever its age.
+    "bulk_job_items": """
+        DELETE FROM bulk_job_items WHERE (job_id, position) IN (
+            SELECT i.job_id, i.position FROM bulk_job_items i JOIN bulk_jobs j ON j.id = i.job_id
+            WHERE j.finished_at < %(cutoff)s
+            ORDER BY i.job_id, i.position LIMIT %(batch)s FOR UPDATE OF i SKIP LOCKED)""",
+    "bulk_jobs": """
+        DELETE FROM bulk_jobs WHERE id IN (
+            SELECT j.id FROM bulk_jobs j
+            WHERE j.finished_at < %(cutoff)s
+              AND NOT EXISTS (SELECT 1 FROM bulk_job_items i WHERE i.job_id = j.id)
+            ORDER BY j.id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+}
 
 _TO_REDACT = {
     "webhook_events": """
@@ -120,13 +137,14 @@ def delete_older_than(
             if read < batch:
                 break
             after = last
-    deleted["pgqueuer_statistics"] = 0
-    while True:
-        count = conn.execute(_STATISTICS, {"cutoff": cutoff, "batch": batch}).rowcount
-        deleted["pgqueuer_statistics"] += count
-        done(count)
-        if count < batch:
-            break
+    for table, delete in _SMALL.items():
+        deleted[table] = 0
+        while True:
+            count = conn.execute(delete, {"cutoff": cutoff, "batch": batch}).rowcount
+            deleted[table] += count
+            done(count)
+            if count < batch:
+                break
     return deleted
 
 

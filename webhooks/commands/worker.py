@@ -29,8 +29,9 @@ def _worker(args: argparse.Namespace) -> int:
     logging.getLogger("pgqueuer").setLevel(logging.WARNING)
     if not settings.outbox_url:
         raise CommandError("WEBHOOK_OUTBOX_URL is not set: the worker POSTs each outbox job there")
-    # The stripe.fetch job applies events: the same handlers as the web app's.
-    service = bootstrap.build(settings, min_size=1, max_size=2)
+    # The stripe.fetch job applies events, and a bulk reprocess re-runs them (a connection of its own):
+    # the same handlers as the web app's.
+    service = bootstrap.build(settings, min_size=1, max_size=3)
     with psycopg.connect(database_url(settings)) as conn:
         if not migrate.is_current(conn):
             raise CommandError(not_migrated())

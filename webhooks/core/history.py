@@ -81,7 +81,7 @@ WHERE e.provider = %s AND e.event_id = %s
 """
 
 _FAILED_ATTEMPTS = """
-SELECT failed_at, event_type, error_class, error_message, payload, handler, account
+SELECT failed_at, event_type, error_class, error_message, payload, handler, account, raised_at
 FROM webhook_failures
 WHERE provider = %s AND event_id = %s
 ORDER BY failed_at, id
@@ -107,6 +107,8 @@ class Failure:
     error_message: str | None
     # The handler the attempt ran (module.function), None when none was registered.
     handler: str | None
+    # Where it raised: module:function:line (None for attempts recorded before it was kept).
+    raised_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,7 @@ class _Attempt:
     payload: str | None
     handler: str | None
     account: str | None
+    raised_at: str | None
 
 
 def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail | None:
@@ -242,7 +245,9 @@ def event(conn: psycopg.Connection, provider: str, event_id: str) -> EventDetail
     attempts = conn.cursor(row_factory=class_row(_Attempt)).execute(_FAILED_ATTEMPTS, found).fetchall()
     if ledger is None and not attempts:
         return None
-    failures = [Failure(a.failed_at, a.error_class, a.error_message, a.handler) for a in attempts]
+    failures = [
+        Failure(a.failed_at, a.error_class, a.error_message, a.handler, a.raised_at) for a in attempts
+    ]
     if ledger is None:
         latest = attempts[-1]
         return EventDetail(

@@ -7,6 +7,7 @@ except `record_failure`, which must not be (see its docstring), and
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,8 +45,8 @@ SELECT webhooks_complete(
 
 _RECORD_FAILURE = """
 INSERT INTO webhook_failures
-    (provider, event_id, event_type, account, error_class, error_message, payload, handler)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+    (provider, event_id, event_type, account, error_class, error_message, payload, handler, raised_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
@@ -217,8 +218,23 @@ def record_failure(
             public_message(error)[:2000],
             event.raw,
             handler,
+            raised_at(error, handler),
         ],
     )
+
+
+def raised_at(error: BaseException, handler: str | None) -> str | None:
+    """Where `error` was raised, as module:function:line: in the handler's module when the
+    raise passed through it (a library's frame below says less to its author), else the last frame."""
+    frames = [
+        (frame.f_globals.get("__name__", "?"), frame.f_code.co_name, line)
+        for frame, line in traceback.walk_tb(error.__traceback__)
+    ]
+    own = [frame for frame in frames if handler and handler.startswith(f"{frame[0]}.")]
+    if not (own or frames):
+        return None
+    name, function, line = (own or frames)[-1]
+    return f"{name}:{function}:{line}"
 
 
 _STORED_EVENTS = """

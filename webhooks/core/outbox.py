@@ -155,6 +155,8 @@ class Jobs:
     before: datetime | None = None
     # Made by this event's claim.
     event: tuple[str, str] | None = None
+    # Whose last failure said exactly this (a dead letter's error, as `pending` reads it).
+    error: str | None = None
 
     def params(self) -> dict[str, Any]:
         provider, event_id = self.event or (None, None)
@@ -170,14 +172,21 @@ class Jobs:
             "before": self.before,
             "provider": provider,
             "event_id": event_id,
+            "error": self.error,
         }
 
 
 EVERY_JOB = Jobs()
 DEAD_LETTERS = Jobs(status=DEAD)
 
+# A job's last failure's text, as pgqueuer logged it.
+_LAST_ERROR = """(SELECT l.traceback->>'exception_message'
+ FROM pgqueuer_log l
+ WHERE l.job_id = j.id AND l.traceback IS NOT NULL
+ ORDER BY l.id DESC LIMIT 1)"""
+
 # The one selection of jobs every read and action here shares.
-_MATCHING = """
+_MATCHING = f"""
 j.entrypoint = %(entrypoint)s
 AND (%(status)s::text IS NULL OR j.status::text = %(status)s)
 AND (%(kind)s::text IS NULL OR j.headers->>%(kind_header)s = %(kind)s)
@@ -185,6 +194,7 @@ AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
 AND (%(before)s::timestamptz IS NULL OR j.created < %(before)s)
 AND (%(event_id)s::text IS NULL OR (j.headers->>%(provider_header)s = %(provider)s
                                     AND j.headers->>%(event_header)s = %(event_id)s))
+AND (%(error)s::text IS NULL OR coalesce({_LAST_ERROR}, '') = %(error)s)
 """
 
 _LIST = f"""
@@ -192,10 +202,7 @@ SELECT j.id, j.status::text, j.headers->>%(kind_header)s, j.headers->>%(key_head
        -- pgqueuer counts the retries it scheduled: a dead job's last try is not among them.
        j.attempts + (j.status = 'failed')::int,
        j.created, j.execute_after,
-       (SELECT l.traceback->>'exception_message'
-        FROM pgqueuer_log l
-        WHERE l.job_id = j.id AND l.traceback IS NOT NULL
-        ORDER BY l.id DESC LIMIT 1),
+       {_LAST_ERROR},
        j.headers->>%(provider_header)s, j.headers->>%(event_header)s
 FROM pgqueuer j
 WHERE {_MATCHING}
@@ -207,6 +214,39 @@ LIMIT %(limit)s
 def pending(conn: psycopg.Connection, limit: int | None = 50, which: Jobs = EVERY_JOB) -> list[Job]:
     """Jobs not yet delivered, dead letters first; delivered jobs leave the table."""
     return [Job(*row) for row in conn.execute(_LIST, {**which.params(), "limit": limit})]
+
+
+@dataclass(frozen=True)
+class DeadLetterGroup:
+    """Dead letters of one kind whose last failure said the same: what a bulk requeue selects."""
+
+    kind: str
+    error: str | None
+    jobs: int
+    oldest: datetime
+
+
+_GROUPS = f"""
+SELECT j.headers->>%(kind_header)s, {_LAST_ERROR} AS error, count(*), min(j.created)
+FROM pgqueuer j
+WHERE j.entrypoint = %(entrypoint)s AND j.status = 'failed'
+GROUP BY 1, 2
+ORDER BY count(*) DESC, 1, 2
+LIMIT %(limit)s
+"""
+
+
+def dead_letter_groups(conn: psycopg.Connection, limit: int = 50) -> list[DeadLetterGroup]:
+    """The dead letters counted by kind and by error, the biggest group first."""
+    return [DeadLetterGroup(*row) for row in conn.execute(_GROUPS, {**DEAD_LETTERS.params(), "limit": limit})]
+
+
+def dead_letter_ids(conn: psycopg.Connection, which: Jobs) -> list[int]:
+    """The ids of the dead letters among `which`, oldest first: a bulk requeue's items."""
+    return [job_id for (job_id,) in conn.execute(_IDS, {**which.params(), "status": DEAD})]
+
+
+_IDS = f"SELECT j.id FROM pgqueuer j WHERE {_MATCHING} ORDER BY j.id"
 
 
 # As pgqueuer's own requeue (QueueManagementService.requeue, its

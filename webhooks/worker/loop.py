@@ -2,7 +2,9 @@
 
 A job kind with `perform` (Stripe's fetch, core/jobs.py) is performed here
 instead of POSTed. Beside the queue the worker runs the domains' periodic
-work (Stripe's access sweep, which tells the access flips time alone made).
+work (Stripe's access sweep, which tells the access flips time alone made)
+and the operators' bulk jobs (core/bulk.py: a reprocess or requeue that
+/admin or a command started).
 
 pgqueuer runs the loop: it claims jobs in batches with FOR UPDATE SKIP
 LOCKED (so any number of workers share the queue without taking the same
@@ -18,9 +20,11 @@ HTTP session).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import aiohttp
@@ -33,7 +37,7 @@ from pgqueuer.models import Job
 from pgqueuer.ports.driver import Driver, NotifyCallback
 
 from webhooks import bootstrap
-from webhooks.core import jobs, outbox, partitions
+from webhooks.core import bulk, jobs, outbox, partitions
 from webhooks.core.parts import Periodic
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connection, database_url
@@ -164,6 +168,66 @@ async def _every(task: Periodic, url: str) -> None:
         await asyncio.sleep(task.every_s)
 
 
+def run_bulk_jobs(
+    service: bootstrap.Service, conn: psycopg.Connection, stopping: Callable[[], bool] = lambda: False
+) -> int:
+    """The bulk jobs' items (core/bulk.py), a batch at a time on `conn` (autocommit), until none is
+    left or `stopping`; how many ran.
+
+    Each job that its last batch finished gets its closing audit line here,
+    with the counts. A stopping worker ends after the batch in flight: the
+    rest is the next worker's.
+    """
+    ran = 0
+    while not stopping():
+        batch = service.run_bulk_batch(conn)
+        for job in batch.finished:
+            bulk.audit("finished", job)
+        if not batch.ran:
+            break
+        ran += len(batch.ran)
+    return ran
+
+
+# How often an idle worker looks for a bulk job: an operator's job starts within it.
+BULK_POLL_S = 1.0
+
+
+def _connected(conn: psycopg.Connection | None, url: str) -> psycopg.Connection:
+    """`conn`, or a new autocommit connection where there is none or it was lost."""
+    return conn if conn is not None and not conn.closed else psycopg.connect(url, autocommit=True)
+
+
+async def _bulk_jobs(service: bootstrap.Service, url: str, stopping: asyncio.Event) -> None:
+    """`run_bulk_jobs` on one connection of its own, kept between rounds; a lost one is made again.
+
+    A round cut short by an error leaves its batch uncommitted: the next
+    round takes it up where the last committed batch left off.
+    """
+    conn: psycopg.Connection | None = None
+    # A thread of its own: a long job never holds one the deliveries' blocking calls need.
+    own = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bulk-jobs")
+    loop = asyncio.get_running_loop()
+    try:
+        while not stopping.is_set():
+            ran = 0
+            try:
+                conn = await loop.run_in_executor(own, _connected, conn, url)
+                rounds = functools.partial(run_bulk_jobs, service, conn, stopping.is_set)
+                ran = await loop.run_in_executor(own, rounds)
+            except Exception as exc:  # logged; the queue beside it goes on, and so do the jobs
+                log.error("bulk_jobs_failed", error=type(exc).__name__, detail=public_message(exc))
+                if conn is not None and isinstance(exc, psycopg.Error):
+                    conn.close()
+            if not ran:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), BULK_POLL_S)
+    finally:
+        if conn is not None:
+            conn.close()
+        own.shutdown()
+
+
 async def run(service: bootstrap.Service, outbox_url: str) -> None:
     """Until SIGTERM or SIGINT: the queue, delivering to `outbox_url`, and the periodic work beside it."""
     url = database_url(service.settings)
@@ -173,11 +237,15 @@ async def run(service: bootstrap.Service, outbox_url: str) -> None:
         loop.add_signal_handler(signum, stopping.set)
     periodic = (partitions.AHEAD, *service.registry.periodic_work())
     beside = [asyncio.create_task(_every(task, url)) for task in periodic]
+    bulk_jobs = asyncio.create_task(_bulk_jobs(service, url, stopping))
     try:
         await _reconnecting(service, url, outbox_url, stopping)
     finally:
         for task in beside:
             task.cancel()
+        # Not cancelled: it ends after the batch in flight, which commits.
+        stopping.set()
+        await bulk_jobs
 
 
 # A failover or a partition ends the worker's connections; it connects again

@@ -13,12 +13,14 @@ registers it and leaves what they read (the token, the service) in the
 app's extensions, where each request finds it.
 
 Pages are GETs that change nothing: the lists, an event (its payload with
-personal fields redacted, its ledger row, failures and outbox jobs) and the
-count a bulk reprocess would run. Every action is a POST, from a signed-in
-browser with a CSRF token bound to its session and that action (`csrf.py`),
-runs the same code as its command (`events reprocess`, `outbox requeue`),
-and writes one `admin_action` log line naming the action and the event or
-job ids, never a payload.
+personal fields redacted, its ledger row, failures and outbox jobs), the
+count a bulk reprocess or requeue would run, and a bulk job's progress.
+Every action is a POST, from a signed-in browser with a CSRF token bound to
+its session and that action (`csrf.py`), runs the same code as its command
+(`events reprocess`, `outbox requeue`), and writes one `admin_action` log
+line naming the action and the event or job ids, never a payload. A bulk
+reprocess or requeue only starts a job (core/bulk.py) that the worker runs
+a batch at a time; its page shows the progress and a cancel.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from prometheus_client import Counter
 from werkzeug.wrappers import Response as ResponseBase
 
 from webhooks import bootstrap
-from webhooks.core import history, outbox
+from webhooks.core import bulk, history, outbox
 from webhooks.core.redaction import Policy
 from webhooks.infra import db
 from webhooks.infra.config import parse_instant
@@ -318,6 +320,8 @@ def admin() -> Response:
             failures=_shown(history.events(conn, status="failed", limit=20)),
             depth=outbox.depth(conn),
             jobs=outbox.pending(conn, limit=PAGE_SIZE),
+            dead_letter_groups=outbox.dead_letter_groups(conn, limit=20),
+            bulk_jobs=bulk.recent(conn, limit=10),
             providers_known=service.providers.names(),
             chosen=_Find({}, service.providers.names()),
         )
@@ -417,22 +421,93 @@ def confirm() -> Response:
 
 
 @bp.post("/admin/reprocess")
-def reprocess_failed() -> Response:
+def reprocess_failed() -> ResponseBase:
+    """The confirmed selection becomes a bulk job (core/bulk.py) for the worker; its progress page next."""
     chosen, selected = _selection(request.form)
     if str(len(selected)) != request.form.get("count"):
         # Failures came or went since the count was shown: show the new one.
         return _confirm(chosen, selected, 409, changed=True)
-    # Before the first event runs: a request cut short still left its trace.
-    _audit("reprocess_failed_started", count=len(selected), **chosen.fields())
-    results = list(_console().service.reprocess_each((row.provider, row.event_id) for row in selected))
-    _audit(
-        "reprocess_failed",
-        count=len(results),
-        completed=sum(result.completed for result in results),
-        event_ids=[result.event_id for result in results],
-        **chosen.fields(),
+    return _start(
+        bulk.REPROCESS, chosen.fields(), len(selected), events=[(r.provider, r.event_id) for r in selected]
     )
-    return _done("reprocess failed events", results)
+
+
+def _start(action: str, fields: dict[str, str], count: int, **items: Any) -> ResponseBase:
+    """A confirmed selection as a bulk job (core/bulk.py) for the worker; its progress page next."""
+    with db.connection(_console().service.pool.get()) as conn:
+        job_id = bulk.start(conn, action, fields, **items)
+    # Before the first item runs: the worker writes the closing line, with the counts.
+    _audit(f"bulk_{action}_started", job_id=job_id, count=count, **fields)
+    return redirect(url_for("admin.bulk_job", job_id=job_id), 303)
+
+
+class _DeadLetters:
+    """A bulk requeue's selection from the form: dead letters of a kind whose last error said this."""
+
+    def __init__(self, values: Any):
+        self.kind = values.get("kind") or None
+        # An empty error is a selection of its own: the dead letters whose failure logged no text.
+        self.error = values.get("error")
+        if self.error is not None and len(self.error) > 2000:
+            raise BadFilter("error: at most 2000 characters")
+
+    def jobs(self) -> outbox.Jobs:
+        return outbox.Jobs(status=outbox.DEAD, kind=self.kind, error=self.error)
+
+    def fields(self) -> dict[str, str]:
+        found = {"kind": self.kind, "error": self.error}
+        return {name: value for name, value in found.items() if value is not None}
+
+
+def _dead_letters(values: Any) -> tuple[_DeadLetters, list[int]]:
+    chosen = _DeadLetters(values)
+    with db.connection(_console().service.pool.get()) as conn:
+        return chosen, outbox.dead_letter_ids(conn, chosen.jobs())
+
+
+def _confirm_requeue(chosen: _DeadLetters, ids: list[int], status: int = 200, **more: Any) -> Response:
+    """The count, and the first page of the dead letters counted."""
+    with db.connection(_console().service.pool.get()) as conn:
+        first_page = outbox.pending(conn, PAGE_SIZE, outbox.Jobs(status=outbox.DEAD, ids=ids[:PAGE_SIZE]))
+    return _render(
+        "confirm_requeue.html", status, chosen=chosen, count=len(ids), first_page=first_page, **more
+    )
+
+
+@bp.get("/admin/requeue")
+def confirm_requeue() -> Response:
+    chosen, ids = _dead_letters(request.args)
+    return _confirm_requeue(chosen, ids)
+
+
+@bp.post("/admin/requeue")
+def requeue_dead_letters() -> ResponseBase:
+    chosen, ids = _dead_letters(request.form)
+    if str(len(ids)) != request.form.get("count"):
+        return _confirm_requeue(chosen, ids, 409, changed=True)
+    return _start(bulk.REQUEUE, chosen.fields(), len(ids), dead_letters=ids)
+
+
+@bp.get("/admin/jobs/<int:job_id>")
+def bulk_job(job_id: int) -> Response:
+    """A bulk job's progress: its counts, and the first page of the items that came to nothing."""
+    with db.connection(_console().service.pool.get()) as conn:
+        job = bulk.progress(conn, job_id)
+        if job is None:
+            return _text(f"no bulk job {job_id}", 404)
+        missed = bulk.items(conn, job_id, PAGE_SIZE, failed_only=True)
+    return _render("job.html", job=job, missed=missed, page_size=PAGE_SIZE)
+
+
+@bp.post("/admin/jobs/<int:job_id>/cancel")
+def cancel_bulk_job(job_id: int) -> ResponseBase:
+    with db.connection(_console().service.pool.get()) as conn:
+        job = bulk.cancel(conn, job_id)
+    if job is None:
+        return _text(f"bulk job {job_id} is not running: nothing cancelled", 409)
+    # Its closing line: the batches in flight have committed, so these counts are final.
+    bulk.audit("cancelled", job, actor="admin_token", client=request.remote_addr)
+    return redirect(url_for("admin.bulk_job", job_id=job_id), 303)
 
 
 @bp.post("/admin/outbox/<int:job_id>/requeue")
