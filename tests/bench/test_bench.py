@@ -219,9 +219,22 @@ def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_ur
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
-    pages = [line.split("|")[1].strip() for line in table[1:]]
-    assert pages == ["console", "bulk confirmation", "find: every event", "find: by payment id", "an event"]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in done.stdout.splitlines()]
+    pages = [row[0] for row in rows if len(row) == 6 and row[1].startswith("/admin")]
+    assert pages == [
+        "console",
+        "bulk confirmation",
+        "find: every event",
+        "find: by payment id",
+        "an event",
+        "bulk job's progress",
+    ]
+    # The bulk job, whole and killed then resumed: every event done, none fulfilled twice or redone.
+    jobs = {row[0]: row for row in rows if row[0] in ("whole job", "killed at 100, resumed")}
+    assert set(jobs) == {"whole job", "killed at 100, resumed"}
+    for row in jobs.values():
+        assert row[2] == "120/120" and row[8] == row[9] == "0", row
+    assert jobs["killed at 100, resumed"][10] == "0"
 
 
 def test_the_scale_bench_fills_claims_and_removes_the_oldest_month_by_its_partition(database_url, capsys):
