@@ -396,11 +396,11 @@ def _most_connections(env: dict[str, str]) -> int:
 
 
 @contextlib.contextmanager
-def _gunicorns(database_url: str):
+def _gunicorns(database_url: str, workers: int):
     with contextlib.ExitStack() as servers:
 
         def start(**extra) -> Gunicorn:
-            env = service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra})
+            env = service_env(database_url, **{"WEB_CONCURRENCY": workers, **extra})
             servers.enter_context(connections.held(_most_connections(env)))
             server = Gunicorn(env)
             servers.callback(server.stop, quick=True)
@@ -411,8 +411,10 @@ def _gunicorns(database_url: str):
 
 @pytest.fixture
 def gunicorn(database_url: str):
-    """`gunicorn(**settings)`: a 4-worker gunicorn on this test's database, stopped after the test."""
-    with _gunicorns(database_url) as start:
+    """`gunicorn(**settings)`: a gunicorn on this test's database, stopped after the test. Two
+    workers unless `WEB_CONCURRENCY` says otherwise: deliveries still meet in more than one
+    process, and each worker's start (the whole app imported) is most of a boot's time."""
+    with _gunicorns(database_url, workers=2) as start:
         yield start
 
 
@@ -426,8 +428,9 @@ def module_database_url(template: databases.Template):
 @pytest.fixture(scope="module")
 def module_gunicorn(module_database_url: str):
     """One 4-worker gunicorn for a module, on module_database_url, for the tests that do not
-    stop it or change its settings: a boot is most of such a test's time."""
-    with _gunicorns(module_database_url) as start:
+    stop it or change its settings: a boot is most of such a test's time. Four workers: a storm
+    through it keeps each busy."""
+    with _gunicorns(module_database_url, workers=4) as start:
         yield start()
 
 
