@@ -100,19 +100,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_configure_node(node) -> None:
-    """xdist's controller tells each worker what the run's workers share, counted before any starts."""
+    """xdist's controller tells each worker what the run's workers share, counted before any starts,
+    and the folder of its locks, which the controller removes at the end."""
     config = node.config
-    if not hasattr(config, "webhooks_free_connections"):
-        config.webhooks_free_connections = _free_connections()
-    node.workerinput["webhooks_free_connections"] = config.webhooks_free_connections
+    if not hasattr(config, "webhooks_connections"):
+        locks = tempfile.mkdtemp(prefix="webhooks-test-connections-")
+        config.webhooks_connections = (_free_connections(), locks)
+    node.workerinput["webhooks_connections"] = config.webhooks_connections
 
 
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
-        connections.configure(
-            databases.RUN, workerinput["webhooks_free_connections"], int(workerinput["workercount"])
-        )
+        free, folder = workerinput["webhooks_connections"]
+        connections.configure(Path(folder), free, int(workerinput["workercount"]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "webhooks_connections"):  # xdist's controller, its workers gone
+        shutil.rmtree(config.webhooks_connections[1], ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,12 +49,12 @@ def workers(free: int, cores: int) -> int:
     return max(1, min(cores * WORKERS_PER_CORE, (free - SPARE - LARGEST) // PER_WORKER))
 
 
-def configure(run: str, free: int, worker_count: int) -> None:
-    """In a worker: what the run leaves to share once its `worker_count` workers keep their own."""
+def configure(folder: Path, free: int, worker_count: int) -> None:
+    """In a worker: what the run leaves to share once its `worker_count` workers keep their own, as
+    locks in `folder` (the run's)."""
     global shared, _folder
     shared = max(0, free - SPARE - worker_count * PER_WORKER)
-    _folder = Path(tempfile.gettempdir()) / f"webhooks-test-{run}-connections"
-    _folder.mkdir(exist_ok=True)
+    _folder = folder
 
 
 def _lock(path: Path, blocking: bool) -> int | None:
