@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,10 +21,10 @@ import requests
 import structlog
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import databases, machine, ports, properties, reliability, senders
+from tests.support import connections, databases, machine, ports, properties, reliability, senders
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
-from webhooks.infra.config import Settings
+from webhooks.infra.config import SettingError, Settings, serving
 from webhooks.providers import stripe as stripe_wire
 from webhooks.traffic import samples
 from webhooks.web.app import create_app
@@ -74,15 +75,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-# Connections one xdist worker may hold at once: a thread storm's pool (make_app's
-# WEBHOOK_POOL_MAX_SIZE) and a few of the fixtures' own.
+# make_app's pool: a connection per sender of the largest thread storm, and a few more.
 STORM_POOL = 40
-_WORKER_CONNECTIONS = STORM_POOL + 5
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker per core, no more than the server's free connections hold (a fresh
-    PostgreSQL allows 100)."""
+def _free_connections() -> int:
+    """The connections the server has left for this run."""
     url = os.environ.get("DATABASE_URL") or LOCAL_SERVER
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
@@ -93,7 +91,42 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
             ).fetchone()
     except psycopg.OperationalError:
         free = 100  # the embedded server: PostgreSQL's default
-    return max(1, min(os.cpu_count() or 1, free // _WORKER_CONNECTIONS))
+    return free
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: as many workers as the server's free connections hold (tests/support/connections.py)."""
+    return connections.workers(_free_connections(), os.cpu_count() or 1)
+
+
+def pytest_configure_node(node) -> None:
+    """xdist's controller tells each worker what the run's workers share, counted before any starts,
+    and the folder of its locks, which the controller removes at the end."""
+    config = node.config
+    if not hasattr(config, "webhooks_connections"):
+        locks = tempfile.mkdtemp(prefix="webhooks-test-connections-")
+        config.webhooks_connections = (_free_connections(), locks)
+    node.workerinput["webhooks_connections"] = config.webhooks_connections
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        free, folder = workerinput["webhooks_connections"]
+        connections.configure(Path(folder), free, int(workerinput["workercount"]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "webhooks_connections"):  # xdist's controller, its workers gone
+        shutil.rmtree(config.webhooks_connections[1], ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    try:
+        return (yield)
+    finally:
+        connections.test_ended()
 
 
 properties.load()
@@ -350,33 +383,44 @@ class Gunicorn:
     def output(self) -> str:
         return self.log_path.read_text()
 
-    def stop(self) -> None:
+    def stop(self, quick: bool = False) -> None:
+        """As an operator stops it (SIGTERM: each worker finishes its requests and waits out its idle
+        keep-alive connections), or `quick` (SIGQUIT), as a fixture does after its test."""
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.send_signal(signal.SIGQUIT if quick else signal.SIGTERM)
             self.proc.wait(timeout=60)
         self.log.close()
 
 
-@contextlib.contextmanager
-def _gunicorns(database_url: str):
-    servers = []
-
-    def start(**extra) -> Gunicorn:
-        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 4, **extra}))
-        servers.append(server)
-        return server
-
+def _most_connections(env: dict[str, str]) -> int:
+    """What a gunicorn on `env` may hold at once: each worker's pool full, as a storm through it leaves it."""
     try:
+        settings, process = serving(env)
+    except SettingError:
+        return 0  # it stops at its start
+    return process.workers * settings.pool_max_size
+
+
+@contextlib.contextmanager
+def _gunicorns(database_url: str, workers: int):
+    with contextlib.ExitStack() as servers:
+
+        def start(**extra) -> Gunicorn:
+            env = service_env(database_url, **{"WEB_CONCURRENCY": workers, **extra})
+            servers.enter_context(connections.held(_most_connections(env)))
+            server = Gunicorn(env)
+            servers.callback(server.stop, quick=True)
+            return server
+
         yield start
-    finally:
-        for server in servers:
-            server.stop()
 
 
 @pytest.fixture
 def gunicorn(database_url: str):
-    """`gunicorn(**settings)`: a 4-worker gunicorn on this test's database, stopped after the test."""
-    with _gunicorns(database_url) as start:
+    """`gunicorn(**settings)`: a gunicorn on this test's database, stopped after the test. Two
+    workers unless `WEB_CONCURRENCY` says otherwise: deliveries still meet in more than one
+    process, and each worker's start (the whole app imported) is most of a boot's time."""
+    with _gunicorns(database_url, workers=2) as start:
         yield start
 
 
@@ -390,8 +434,9 @@ def module_database_url(template: databases.Template):
 @pytest.fixture(scope="module")
 def module_gunicorn(module_database_url: str):
     """One 4-worker gunicorn for a module, on module_database_url, for the tests that do not
-    stop it or change its settings: a boot is most of such a test's time."""
-    with _gunicorns(module_database_url) as start:
+    stop it or change its settings: a boot is most of such a test's time. Four workers: a storm
+    through it keeps each busy."""
+    with _gunicorns(module_database_url, workers=4) as start:
         yield start()
 
 

@@ -75,7 +75,8 @@ def _path_without_chromium(tmp_path: Path) -> str:
 
 
 def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tmp_path):
-    env = {**os.environ, "PATH": _path_without_chromium(tmp_path)}
+    # No xdist workers: -n auto would start several for the one test.
+    env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_TEST_WORKERS": "0"}
     env.pop("WEBHOOKS_REQUIRE_BROWSER", None)
     ran = subprocess.run(
         [str(ROOT / "bin" / "test"), "-p", "no:cacheprovider", BROWSER_TEST],

@@ -1,8 +1,11 @@
 """Each mistake a new user makes is one line on stderr naming the setting or file at fault.
 
-Every test runs the real command (`webhooks ...` as a process) and asserts
-the whole of what it said: exactly one `error:` line, a non-zero exit,
-nothing on stdout that reads like work done, and no traceback.
+Every test runs the real command and asserts the whole of what it said:
+exactly one `error:` line, a non-zero exit, nothing on stdout that reads
+like work done, and no traceback. Each command runs as a process (`webhooks
+...`, `command`) at least once, for the exit status and the line a shell
+sees; the matrices of settings and values call it in the test's process
+(`called`), where only the answer differs from one case to the next.
 """
 
 import os
@@ -16,7 +19,7 @@ import pytest
 from tests import conftest
 from tests.conftest import ROOT
 from tests.support import ports
-from tests.support.commands import command
+from tests.support.commands import called, command
 from tests.support.downstream import Worker
 from tests.web.test_startup_checks import started, unmigrated_url  # noqa: F401 (fixtures)
 from webhooks.infra import embedded
@@ -30,6 +33,15 @@ def one_error_line(ran: subprocess.CompletedProcess) -> str:
     [line] = ran.stderr.splitlines()
     assert line.startswith("error: ")
     return line
+
+
+# Commands that read the settings before anything else.
+SETTINGS_READERS = [
+    ("events", "list"),
+    ("serve",),
+    ("prune", "--older-than", "30d"),
+    ("replay", "--secret", "whsec_test", str(ROOT / "tests" / "stripe_events" / "charge.succeeded.json")),
+]
 
 
 @pytest.mark.parametrize(
@@ -50,17 +62,16 @@ def one_error_line(ran: subprocess.CompletedProcess) -> str:
         ("LOG_LEVEL", "loud", "error: LOG_LEVEL: 'loud' is not one of DEBUG, INFO, WARNING, ERROR"),
     ],
 )
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ("events", "list"),
-        ("serve",),
-        ("prune", "--older-than", "30d"),
-        ("replay", "--secret", "whsec_test", str(ROOT / "tests" / "stripe_events" / "charge.succeeded.json")),
-    ],
-)
+@pytest.mark.parametrize("argv", SETTINGS_READERS)
 def test_a_setting_that_cannot_be_parsed_is_named_in_one_line(argv, setting, value, said):
-    assert one_error_line(command(*argv, **{setting: value})) == said
+    assert one_error_line(called(*argv, **{setting: value})) == said
+
+
+@pytest.mark.parametrize("argv", SETTINGS_READERS)
+def test_a_command_started_as_a_process_names_a_bad_setting_in_one_line_and_exits_1(argv):
+    ran = command(*argv, PORT="abc")
+    assert one_error_line(ran) == "error: PORT: 'abc' is not a whole number"
+    assert ran.returncode == 1
 
 
 @pytest.mark.parametrize(
@@ -197,7 +208,7 @@ def test_the_worker_without_an_outbox_url_names_the_setting(database_url):
     ],
 )
 def test_an_unmigrated_database_says_run_migrate(unmigrated_url, argv):  # noqa: F811
-    line = one_error_line(command(*argv, DATABASE_URL=unmigrated_url))
+    line = one_error_line(called(*argv, DATABASE_URL=unmigrated_url))
     assert line.startswith("error: the database is not migrated (DATABASE_URL's database ")
     assert line.endswith("): run `webhooks migrate` first")
 
@@ -286,5 +297,5 @@ def test_the_console_script_is_the_same_command_from_any_folder(tmp_path):
     ],
 )
 def test_the_worker_refuses_an_outbox_url_no_delivery_could_reach_in_one_line(database_url, url, said):
-    ran = command("worker", DATABASE_URL=database_url, WEBHOOK_OUTBOX_URL=url)
+    ran = called("worker", DATABASE_URL=database_url, WEBHOOK_OUTBOX_URL=url)
     assert one_error_line(ran).startswith(f"error: WEBHOOK_OUTBOX_URL: {said}")

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tests.support import connections
 from webhooks.traffic import checker
 from webhooks.traffic.report import percentile
 
@@ -23,8 +24,11 @@ class Result:
         return checker.Answer(event_id, self.status, self.started, self.started + self.seconds, self.replayed)
 
 
-def release_together(senders: list[Callable[[], object]]) -> list[Result]:
-    """Run each sender on its own thread, all released by one barrier."""
+def release_together(senders: list[Callable[[], object]], connections_each: int = 1) -> list[Result]:
+    """Run each sender on its own thread, all released by one barrier: in this process, each on a
+    connection of its own, held by the app's pool to the test's end; `connections_each=0` where
+    they reach a server that holds its own."""
+    connections.for_this_test(len(senders) * connections_each)
     barrier = threading.Barrier(len(senders))
     results: list[Result | BaseException] = [None] * len(senders)
 
