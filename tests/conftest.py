@@ -50,6 +50,11 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
+# A file where the parallel pass writes how many system tests the same arguments select:
+# bin/test starts the serial pass's workers only where there are tests for them.
+SYSTEM_SELECTED = "WEBHOOKS_SYSTEM_SELECTED"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--pass",
@@ -65,14 +70,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
     chosen = config.getoption("suite_pass")
-    if chosen is None:
-        return
-    kept, left = [], []
-    for item in items:
-        (kept if (item.get_closest_marker("system") is None) == (chosen == "parallel") else left).append(item)
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+    if chosen is not None:
+        kept, left = [], []
+        for item in items:
+            in_pass = (item.get_closest_marker("system") is None) == (chosen == "parallel")
+            (kept if in_pass else left).append(item)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
+        if chosen == "parallel" and os.environ.get(SYSTEM_SELECTED):
+            counted = ROOT / os.environ[SYSTEM_SELECTED]
+            counted.parent.mkdir(exist_ok=True)
+            counted.write_text(f"{len(left)}\n")
+    if hasattr(config, "workerinput"):
+        # The `alone` tests last: until then every worker has a test to share the machine with.
+        items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
 
 
 # make_app's pool: a connection per sender of the largest thread storm, and a few more.
@@ -147,6 +159,24 @@ structlog.configure = _uncached(structlog.configure)
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     machine.running = item
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, a folder for the run's workers to take turns in (machine.turn), removed after."""
+    if hasattr(config, "workerinput"):
+        return  # a worker: its controller's folder, from the environment
+    os.environ.pop(machine.TURNS, None)  # an enclosing run's, where a test runs pytest
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        folder = tempfile.mkdtemp(prefix="webhooks-turns-")
+        os.environ[machine.TURNS] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test marked `alone` runs with no other worker's test beside it (machine.turn)."""
+    with machine.turn(alone=item.get_closest_marker("alone") is not None):
+        return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)

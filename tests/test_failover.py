@@ -44,8 +44,9 @@ from webhooks.infra.config import CONNECT_TIMEOUT_S, Settings
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
 
-# PostgreSQL servers of its own, started as the postgres user (root).
-pytestmark = pytest.mark.system
+# PostgreSQL servers of its own, started as the postgres user (root); the storms measure a cost,
+# and a connection's time is bounded: no other test runs beside one (`alone`).
+pytestmark = [pytest.mark.system, pytest.mark.alone]
 
 # Stripe retries for days; the storm's senders keep at it long enough to see the promotion.
 RETRY = sender.Retry(budget=60, base_s=0.05, cap_s=0.5)

@@ -280,7 +280,10 @@ class ReadyProbe:
         return unready, ready
 
 
+# The private server's tests time how soon service and pool come back: no other test runs
+# beside one (`alone`).
 @pytest.mark.parametrize("downtime_s", sized((0, 3), (0, 3, 10)))
+@pytest.mark.alone
 def test_postgres_restart_under_load_loses_nothing(
     private_server, private_gunicorn, private_database_url, figures, downtime_s
 ):
@@ -417,6 +420,7 @@ def _try_connection(pool, timeout: float) -> bool:
         return False
 
 
+@pytest.mark.alone
 def test_pool_connects_promptly_once_postgres_is_back(private_server, private_database_url, figures):
     """psycopg_pool doubles its reconnect delay (1, 2, 4, 8 s...) for as long as the
     server is down; unbounded, an outage of D seconds kept the service down up to 2D."""
@@ -446,6 +450,7 @@ def test_pool_connects_promptly_once_postgres_is_back(private_server, private_da
     )
 
 
+@pytest.mark.alone
 def test_database_down_answers_503_within_a_second_and_the_first_retry_after_succeeds(
     private_server, private_database_url, figures
 ):

@@ -41,8 +41,9 @@ from webhooks.infra.db import database_url
 from webhooks.traffic import checker, samples, sender
 from webhooks.traffic import stripe as stripe_traffic
 
-# Hosts of their own (ip netns, as root) and a PostgreSQL server of their own.
-pytestmark = pytest.mark.system
+# Hosts of their own (ip netns, as root) and a PostgreSQL server of their own; what a cut
+# costs is bounded in time: no other test runs beside one (`alone`).
+pytestmark = [pytest.mark.system, pytest.mark.alone]
 
 # The CI run gives a silent database up sooner than the default (10 s), so that its cuts outlast it.
 DEAD_PEER_S = sized(3.0, Settings().db_dead_peer_s)

@@ -87,6 +87,7 @@ def test_serve_as_root_names_the_install_step_for_an_embedded_database_not_made(
 
 @pytest.mark.system
 @as_root
+@pytest.mark.alone  # it compares the whole machine's users before and after
 def test_install_makes_what_serve_checks_and_a_second_run_changes_nothing(data_dir):
     env = {
         "DATABASE_URL": "",

@@ -10,7 +10,11 @@ machine has.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -38,3 +42,30 @@ def lacking(setting: str, what: str) -> NoReturn:
     if os.environ.get(setting):
         pytest.fail(what)
     pytest.skip(what)
+
+
+# The folder where the xdist workers of one run take turns (tests/conftest.py makes it).
+TURNS = "WEBHOOKS_TEST_TURNS"
+
+
+@contextlib.contextmanager
+def turn(alone: bool) -> Iterator[None]:
+    """The machine shared with the tests the run's other workers are running, or, `alone`, to
+    this test only, once those running end: a test that measures time, or that changes what
+    the whole machine sees.
+
+    A reader-writer lock: the room is shared, or held alone. Every test passes the
+    door on its way in, and one waiting to be alone waits there holding it, so the tests
+    that come after it wait too, and it is never starved.
+    """
+    folder = os.environ.get(TURNS)
+    if not folder:
+        yield
+        return
+    with open(Path(folder) / "door", "a") as door, open(Path(folder) / "room", "a") as room:
+        fcntl.flock(door, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(door, fcntl.LOCK_UN)
+        yield  # closing the room's file lets the next in

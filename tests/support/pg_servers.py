@@ -16,6 +16,7 @@ servers live only as long as the test.
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import shutil
@@ -151,6 +152,25 @@ class Server:
         return self.log.read_text() if self.log.exists() else ""
 
 
+_fresh: Path | None = None
+
+
+def _initialised(data: Path) -> None:
+    """`data` as initdb leaves it: a copy of one initdb'd folder per process, since every
+    fresh cluster is the same files and copying them takes a fraction of initdb's time."""
+    global _fresh
+    if _fresh is None:
+        root = Path(tempfile.mkdtemp(prefix="webhooks-pginit-"))
+        shutil.chown(root, USER, USER)
+        _as_postgres(
+            BIN / "initdb", "-D", root / "data", "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync"
+        )
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _fresh = root / "data"
+    # As root, with owners and modes kept: the postgres user's own folder, as initdb made it.
+    subprocess.run(["cp", "-a", str(_fresh), str(data)], check=True, capture_output=True)
+
+
 class Cluster:
     """Servers in one temporary folder; every one of them stopped and removed on exit."""
 
@@ -175,7 +195,7 @@ class Cluster:
     def primary(self, name: str = "primary", host: str | None = None, **settings: str) -> Server:
         """initdb and start a primary. `settings` go into its postgresql.conf."""
         server = self._server(name, host)
-        _as_postgres(BIN / "initdb", "-D", server.data, "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync")
+        _initialised(server.data)
         self._configure(server, settings)
         self._trust_subnets(server)
         server.start()

@@ -195,6 +195,8 @@ def test_no_customer_data_reaches_the_log(returns, stand_in, capsys, monkeypatch
         assert value not in out + err
 
 
+# A limit per client over time, timed: no other test runs beside it (`alone`).
+@pytest.mark.alone
 def test_the_front_limits_each_clients_return_calls_and_says_when_to_come_back(front, stand_in):  # noqa: F811
     server = front(
         WEBHOOK_FULFIL_TOKEN=TOKEN, WEBHOOK_FULFIL_RATE_PER_MINUTE=1, WEB_CONCURRENCY=1, **api_env(stand_in)

@@ -90,7 +90,10 @@ def _served_through_proxy(server, rounds: int = 5) -> tuple[float, float]:
     return max(deliveries), max(healthz)
 
 
+# The tests through the front bound how long an answer takes, or count a limit over time:
+# no other test runs beside one (`alone`).
 @pytest.mark.system
+@pytest.mark.alone
 def test_a_provider_with_its_list_on_is_refused_from_elsewhere_before_its_body_is_read(edge, figures):
     head = b"POST %s HTTP/1.1\r\nHost: edge\r\nContent-Length: 100000\r\n\r\n"
     before = refusals(edge)
@@ -123,6 +126,7 @@ def test_a_provider_with_its_list_on_is_refused_from_elsewhere_before_its_body_i
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_the_client_a_trusted_proxy_names_is_admitted_and_an_untrusted_peers_claim_is_ignored(edge, figures):
     event_id, through_proxy = _delivery(forwarded_for=f"{ATTACKER}, {STRIPE_ADDRESS}")
     _, from_stranger = _delivery(forwarded_for=STRIPE_ADDRESS)
@@ -143,6 +147,7 @@ def test_the_client_a_trusted_proxy_names_is_admitted_and_an_untrusted_peers_cla
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_behind_a_trusted_proxy_the_per_client_limit_counts_each_client_not_the_proxy(edge, figures):
     # At a provider's URL with no list, so that each is held rather than refused.
     stalled = b"POST /webhooks/shopify HTTP/1.1\r\nHost: edge\r\nContent-Length: 1000\r\n"
@@ -176,6 +181,7 @@ def test_behind_a_trusted_proxy_the_per_client_limit_counts_each_client_not_the_
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_with_the_proxy_protocol_the_client_is_the_one_a_trusted_proxy_names(server_url, figures):
     with served(
         server_url,
@@ -228,6 +234,7 @@ def _pipelined_refusals(server, requests_each: int) -> int:
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_refusals_are_counted_exactly_while_the_fronts_log_stays_bounded(edge, figures):
     connections, each = 80, 1000  # nginx ends a connection after 1,000 requests
     log = front_dir(edge) / "refused.log"
@@ -264,6 +271,7 @@ def test_refusals_are_counted_exactly_while_the_fronts_log_stays_bounded(edge, f
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_unfinished_heads_on_the_scrapers_port_hold_no_delivery(edge, figures):
     metrics = ("127.0.0.1", edge.metrics_port)
     scrapes = Counter()
@@ -299,6 +307,7 @@ def test_unfinished_heads_on_the_scrapers_port_hold_no_delivery(edge, figures):
 
 
 @pytest.mark.system
+@pytest.mark.alone
 def test_a_trickle_flood_from_ten_addresses_starves_no_delivery_with_the_defaults(server_url, figures):
     """Issue 33's flood, at full size but for seconds (`python -m bench.flood` runs it for longer)."""
     attack = flood.Attack(addresses=10, per_address=490)

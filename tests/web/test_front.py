@@ -39,8 +39,9 @@ from tests.web.test_metrics import scrape, value
 READ_TIMEOUT_S = 3
 
 
-# Every test here goes through nginx in front of gunicorn.
-pytestmark = pytest.mark.system
+# Every test here goes through nginx in front of gunicorn, and bounds how long an answer
+# takes: no other test runs beside one (`alone`).
+pytestmark = [pytest.mark.system, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")

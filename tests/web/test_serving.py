@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
+import pytest
 
 from bench import framing, slow_clients
 from tests.conftest import ROOT, SECRET, SERVE, Gunicorn, service_env, signed_headers, table_counts
@@ -18,6 +19,8 @@ from tests.support.reliability import sized
 from webhooks.traffic import samples
 
 
+# The tests through the front time their answers: no other test runs beside one (`alone`).
+@pytest.mark.alone
 def test_slow_clients_hold_no_thread_and_never_stall_deliveries(front, db, figures):
     trickle, silent = 200, 200
     seconds, read_timeout_s = sized((20, 3), (60, 10))
@@ -46,6 +49,7 @@ def test_slow_clients_hold_no_thread_and_never_stall_deliveries(front, db, figur
     )
 
 
+@pytest.mark.alone
 def test_a_body_shorter_than_its_content_length_reaches_nothing_and_is_counted(front, db, figures):
     server = front()
     body = samples.encode(samples.payment_events()[1])
@@ -68,6 +72,7 @@ def test_a_body_shorter_than_its_content_length_reaches_nothing_and_is_counted(f
     )
 
 
+@pytest.mark.alone
 def test_stopping_serve_stops_the_front_and_gunicorn_without_waiting_for_slow_connections(front):
     server = front()
     processes = psutil.Process(server.proc.pid).children(recursive=True)
@@ -106,6 +111,7 @@ def test_serve_without_nginx_says_so_and_serves_loopback_only(database_url):
     assert listening == {"127.0.0.1"}
 
 
+@pytest.mark.alone
 def test_done_when_attacks_held_open_against_bin_serve_stall_no_delivery(front, figures):
     """Issue 23's "Done when", against ./bin/serve with its default settings."""
     server = front(command=[str(ROOT / "bin" / "serve")])
