@@ -119,6 +119,8 @@ _EXECUTES_CODE = {
     # Composed with psycopg.sql from this module's own constants.
     ("reconcile_local.py", "_query(_PRESENT, rows)"),
     ("reconcile_local.py", "_query(_RECENT, rows)"),
+    # Retention's keyset batch, composed with psycopg.sql from its own table of names.
+    ("prune.py", "query"),
 }
 
 
