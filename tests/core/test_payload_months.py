@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 
 from tests import conftest
 from tests.conftest import post_event, scripted_event
@@ -90,6 +91,13 @@ def test_maintenance_makes_the_coming_months_and_drops_those_past_its_window(dat
     names = {m.name for m in partitions.months(db)}
     assert _month_of_name(old) not in names
     assert _month_of_name(datetime.now(UTC) + timedelta(days=4 * 31 - 15)) in names
+
+
+@pytest.mark.parametrize("months", ["10000", "-1", "two"])
+def test_maintenance_refuses_months_ahead_it_would_not_bound(months, database_url):
+    ran = called("maintenance", "--months-ahead", months, **conftest.service_env(database_url))
+    assert ran.returncode == 2
+    assert "--months-ahead" in ran.stderr and "Traceback" not in ran.stderr
 
 
 def test_maintenance_refuses_a_window_inside_the_retry_horizon(database_url):

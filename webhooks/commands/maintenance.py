@@ -19,6 +19,19 @@ from webhooks.infra.db import connect
 from . import durations
 from .prune import drop_payload_months, too_recent
 
+# Each month ahead is a table made now: a typo of a few zeros would make thousands.
+_MOST_AHEAD = 24
+
+
+def _months_ahead(text: str) -> int:
+    try:
+        months = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of months, not {text!r}") from None
+    if not 0 <= months <= _MOST_AHEAD:
+        raise argparse.ArgumentTypeError(f"from 0 to {_MOST_AHEAD} months, not {months}")
+    return months
+
 
 def _maintain(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
@@ -40,7 +53,7 @@ def register(commands) -> None:
     )
     maintenance.add_argument(
         "--months-ahead",
-        type=int,
+        type=_months_ahead,
         default=partitions.MONTHS_AHEAD,
         help=f"months made after this one (default {partitions.MONTHS_AHEAD})",
     )

@@ -109,8 +109,7 @@ def _nothing(done: int) -> None:
 
 
 def drop_payload_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]:
-    """Drop the payload partitions wholly older than `cutoff`, and make the coming months."""
-    partitions.make(conn, datetime.now(UTC))
+    """Drop the payload partitions wholly older than `cutoff`."""
     gone = partitions.expired(conn, cutoff)
     for month in gone:
         partitions.drop(conn, month)
@@ -194,6 +193,7 @@ def _prune(args: argparse.Namespace) -> int:
         return 2
     now = datetime.now(UTC)
     with connect(settings) as conn:
+        partitions.make(conn, now)
         dropped = drop_payload_months(conn, now - args.older_than)
         print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
         with progress.bar(desc="deleting", unit=" rows") as shown:
