@@ -335,9 +335,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[prune.DEFAULT_PAUSE],
         help="prune's --pause for each retention run, each removing the next-oldest month "
-        "(default %(default)s; at most 12)",
+        f"(default %(default)s; at most {_FILLED_MONTHS})",
     )
-    parser.add_argument("--batch-size", type=int, default=1000, help="prune's --batch-size")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=prune.DEFAULT_BATCH,
+        help="prune's --batch-size (default %(default)s)",
+    )
     parser.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,

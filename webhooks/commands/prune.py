@@ -107,7 +107,8 @@ _REDACT = {
 
 _BEGINNING = datetime.min.replace(tzinfo=UTC)
 
-# Chosen by measurement: docs/benchmark.md, a year of events.
+# Both chosen by measurement: docs/benchmark.md, a year of events.
+DEFAULT_BATCH = 1000
 DEFAULT_PAUSE = 2.0
 
 
@@ -275,7 +276,7 @@ def register(commands) -> None:
         default=timedelta(days=7),
         help="redact stored payloads older than this (default 7d; only with WEBHOOK_REDACT_FIELDS)",
     )
-    prune.add_argument("--batch-size", type=int, default=1000)
+    prune.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
     prune.add_argument(
         "--pause",
         type=pause,
