@@ -1,4 +1,4 @@
-"""`python -m bench.scale`: the ledger at millions of events, against an empty one, and one retention run.
+"""`python -m bench.scale`: the ledger at millions of events, against an empty one, and retention runs.
 
 For each --events N, a private schema is filled by SQL with N events spread
 over the twelve months before now (a ledger row, its payload of
@@ -10,11 +10,15 @@ over the twelve months before now (a ledger row, its payload of
   in the filled schema and in an empty one, alternately, --rounds times:
   events/s and CPU per claim (this process and its server backends) as
   ratios to the empty schema, medians over rounds, and p99;
-- retention: the oldest month removed as `prune` does (its payload
-  partition detached and dropped, its ledger rows and log rows deleted in
-  batches), while the claims go on: its time, the claims' events/s and p99
-  during it as ratios to the window just before, and the bytes given back
-  to the OS (the file system's free space, and the tables' size).
+- retention, once per --pause: the oldest month left removed as `prune
+  --pause` does (its payload partition detached and dropped, its ledger
+  rows and log rows deleted in paced batches), while the claims go on: its
+  time, the claims' events/s and p99 during it as ratios to the window just
+  before, the size of the payload partition dropped (measured just before),
+  the file system's free-space change, and the heap bytes the deleted
+  ledger and log rows leave for new rows (their count times the table's
+  bytes per row; the OS never gets these back). Concurrent claims write
+  into the same tables, so the tables' size before and after says nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +66,12 @@ FROM claimed
 # Filled in slices, so that no one statement holds gigabytes of WAL.
 _SLICE = 500_000
 _WARM_UP_S = 1.0
+# The whole months a fill spans before this one.
+_FILLED_MONTHS = 12
+_PARTITION_BYTES = "SELECT pg_total_relation_size(to_regclass(%s))"
+_HEAP = "SELECT pg_relation_size(oid), reltuples FROM pg_class WHERE oid = to_regclass(%s)"
+# The tables retention deletes from row by row, whose space stays theirs for new rows.
+_REUSED = ("webhook_events", "pgqueuer_log")
 _TABLES = {
     "webhook_events": "SELECT pg_total_relation_size('webhook_events')",
     "webhook_payloads": """SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
@@ -189,21 +199,70 @@ def _free_bytes(url: str) -> int | None:
     return found.f_bavail * found.f_frsize
 
 
-def retention(url: str) -> tuple[float, int, dict[str, int]]:
-    """The oldest month removed as prune does: seconds, ledger rows deleted, rows per table."""
+@dataclass
+class Removed:
+    """One retention run, and what it gave back."""
+
+    seconds: float
+    deleted: dict[str, int]
+    # The payload partitions' size, just before they were dropped: space the OS gets back.
+    dropped_bytes: int
+    # The deleted ledger and log rows' share of their tables' heaps: space for new rows, not the OS's.
+    reusable_bytes: int
+
+
+def _row_bytes(conn: psycopg.Connection, table: str) -> float:
+    size, rows = conn.execute(_HEAP, [table]).fetchone()
+    return size / max(rows, 1)
+
+
+def retention(url: str, pause: float, batch: int) -> Removed:
+    """The oldest month removed as prune does, paced as `prune --pause`."""
     with psycopg.connect(url, autocommit=True) as conn:
-        oldest = partitions.months(conn)[0]
+        cutoff = partitions.months(conn)[0].end
+        dropping = partitions.expired(conn, cutoff)
+        dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
+        per_row = {table: _row_bytes(conn, table) for table in _REUSED}
         started = time.perf_counter()
-        prune.drop_payload_months(conn, oldest.end)
-        deleted = prune.delete_older_than(conn, oldest.end, 1000)
-        return time.perf_counter() - started, deleted["webhook_events"], deleted
+        prune.drop_payload_months(conn, cutoff)
+        deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
+        took = time.perf_counter() - started
+    reusable = sum(deleted[table] * per_row[table] for table in _REUSED)
+    return Removed(took, deleted, dropped, round(reusable))
 
 
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}×" if b else "n/a"
 
 
-def measure(args: argparse.Namespace, empty: str, filled: str, events: int) -> list[str]:
+def _mib(count: float) -> str:
+    return f"{count / 2**20:,.2f}"
+
+
+def _remove(args: argparse.Namespace, claims: Claims, url: str, pause: float) -> list[str]:
+    """The oldest month removed while `claims` go on: the retention table's row."""
+    before, _ = claims.during(args.seconds)
+    free_before = _free_bytes(url)
+    during, removed = claims.during(lambda: retention(url, pause, args.batch_size))
+    time.sleep(1)  # the unlinked files' blocks freed
+    free_after = _free_bytes(url)
+    returned = "n/a" if free_before is None or free_after is None else _mib(free_after - free_before)
+    return [
+        f"{pause:g}",
+        f"{removed.seconds:.1f}",
+        f"{removed.deleted['webhook_events']:,} + {removed.deleted['pgqueuer_log']:,}",
+        _ratio(during.per_s, before.per_s),
+        f"{before.p99_ms:.1f} → {during.p99_ms:.1f} ({_ratio(during.p99_ms, before.p99_ms)})",
+        _mib(removed.dropped_bytes),
+        returned,
+        _mib(removed.reusable_bytes),
+    ]
+
+
+def measure(
+    args: argparse.Namespace, empty: str, filled: str, events: int
+) -> tuple[list[str], list[list[str]]]:
+    """The claims table's row for `events`, and the retention table's rows, one per --pause."""
     took = fill(filled, events, args.payload_bytes)
     print(f"[scale] {events:,} events filled in {took:.0f} s", file=sys.stderr)
     bytes_by_table = sizes(filled)
@@ -213,11 +272,8 @@ def measure(args: argparse.Namespace, empty: str, filled: str, events: int) -> l
         rounds = []
         for _ in range(args.rounds):
             rounds.append((on_empty.during(args.seconds)[0], on_filled.during(args.seconds)[0]))
-        before, _ = on_filled.during(args.seconds)
-        free_before, size_before = _free_bytes(filled), sum(sizes(filled).values())
-        during, (run_s, ledger_rows, deleted) = on_filled.during(lambda: retention(filled))
-        time.sleep(1)  # the unlinked files' blocks freed
-        free_after, size_after = _free_bytes(filled), sum(sizes(filled).values())
+        # Each value its own month: the oldest for the first, the next for the second, and so on.
+        removals = [[f"{events:,}", *_remove(args, on_filled, filled, pause)] for pause in args.pause]
     finally:
         on_empty.close()
         on_filled.close()
@@ -225,26 +281,18 @@ def measure(args: argparse.Namespace, empty: str, filled: str, events: int) -> l
     cpu_ratio = statistics.median(f.cpu_us / e.cpu_us for e, f in rounds)
     p99_empty = statistics.median(e.p99_ms for e, _ in rounds)
     p99_filled = statistics.median(f.p99_ms for _, f in rounds)
-    returned = (
-        "n/a" if free_before is None or free_after is None else f"{(free_after - free_before) / 2**30:.2f}"
-    )
-    return [
+    claims = [
         f"{events:,}",
         *(f"{bytes_by_table[t] / events:,.0f}" for t in _TABLES),
         f"{sum(bytes_by_table.values()) / events:,.0f}",
         f"{per_s:.2f}×",
         f"{cpu_ratio:.2f}×",
         f"{p99_empty:.1f} / {p99_filled:.1f}",
-        f"{run_s:.1f}",
-        f"{ledger_rows:,} + {deleted['pgqueuer_log']:,}",
-        _ratio(during.per_s, before.per_s),
-        f"{before.p99_ms:.1f} → {during.p99_ms:.1f} ({_ratio(during.p99_ms, before.p99_ms)})",
-        f"{(size_before - size_after) / 2**30:.2f}",
-        returned,
     ]
+    return claims, removals
 
 
-HEADER = [
+CLAIMS_HEADER = [
     "events",
     "B/event webhook_events",
     "webhook_payloads",
@@ -253,13 +301,25 @@ HEADER = [
     "claims/s vs empty",
     "CPU/claim vs empty",
     "p99 ms empty / filled",
+]
+RETENTION_HEADER = [
+    "events",
+    "pause",
     "retention run s",
     "rows deleted (ledger + log)",
     "claims/s during vs before",
     "p99 ms before → during",
-    "GiB off the tables",
-    "GiB back to the OS",
+    "MiB of payload months dropped",
+    "MiB back to the OS (free space)",
+    "≈ MiB freed for reuse (ledger + log)",
 ]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -270,6 +330,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each claims window")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--pause",
+        type=prune.pause,
+        nargs="+",
+        default=[prune.DEFAULT_PAUSE],
+        help="prune's --pause for each retention run, each removing the next-oldest month "
+        f"(default %(default)s; at most {_FILLED_MONTHS})",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=prune.DEFAULT_BATCH,
+        help="prune's --batch-size (default %(default)s)",
+    )
+    parser.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL") or LOCAL_SERVER,
         help="server to create private schemas on (default: $DATABASE_URL or %(default)s)",
@@ -279,19 +353,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    table = []
+    if len(args.pause) > _FILLED_MONTHS:
+        print(f"error: at most {_FILLED_MONTHS} --pause values, one whole month each", file=sys.stderr)
+        return 2
+    claims, removals = [], []
     with servers.private_schema(args.database_url) as empty:
         for events in args.events:
             with servers.private_schema(args.database_url) as filled:
-                table.append(measure(args, empty, filled, events))
-            print(" | ".join(table[-1]), file=sys.stderr)
-    print("| " + " | ".join(HEADER) + " |")
-    print("|" + "---|" * len(HEADER))
-    for row in table:
-        print("| " + " | ".join(row) + " |")
+                row, removed = measure(args, empty, filled, events)
+            claims.append(row)
+            removals.extend(removed)
+            print(" | ".join(row), *(" | ".join(r) for r in removed), sep="\n", file=sys.stderr)
+    _table(CLAIMS_HEADER, claims)
+    print()
+    _table(RETENTION_HEADER, removals)
     print(
         f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
-        f" payloads of {args.payload_bytes} B; retention: the oldest month, batches of 1000."
+        f" payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
+        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline."
     )
     return 0
 

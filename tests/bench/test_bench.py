@@ -240,13 +240,21 @@ def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_ur
     assert jobs[killed][10] == "0"
 
 
-def test_the_scale_bench_fills_claims_and_removes_the_oldest_month_by_its_partition(database_url, capsys):
+def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_partition(database_url, capsys):
     argv = ["--events", "3000", "--seconds", "0.3", "--rounds", "1", "--database-url", database_url]
-    assert scale.main(argv) == 0
+    assert scale.main([*argv, "--pause", "0", "1"]) == 0
     table = capsys.readouterr().out
-    [row] = [line for line in table.splitlines() if line.startswith("| 3,000 |")]
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
-    deleted, _ = cells[9].split(" + ")
-    # The oldest of twelve months and a bit: about a twelfth of the events, its payloads dropped whole.
-    assert 150 < int(deleted.replace(",", "")) < 300
-    assert float(cells[12]) >= 0
+    claims, *removals = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| 3,000 | ")
+    ]
+    assert claims[5].endswith("×")
+    # One retention row per pause, each removing the next-oldest month.
+    assert [row[1] for row in removals] == ["0", "1"]
+    for row in removals:
+        ledger_rows, log_rows = (int(n.replace(",", "")) for n in row[3].split(" + "))
+        # A month of twelve and a bit: about a twelfth of the events each, ledger and log alike,
+        # its payloads dropped whole (a partition of some size), the deleted rows' heap left for reuse.
+        assert 150 < ledger_rows < 300 and log_rows == ledger_rows, row
+        assert float(row[6]) > 0 and float(row[8]) > 0, row

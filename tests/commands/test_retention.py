@@ -170,3 +170,30 @@ def test_a_claim_still_processing_past_the_window_stays_and_the_run_ends(prune, 
     assert code == 0 and "webhook_events=1" in out
     [(kept,)] = db.execute("SELECT event_id FROM webhook_events").fetchall()
     assert kept == "evt_busy"
+
+
+def test_every_delete_and_redaction_batch_is_followed_by_a_pause_and_none_without_one(client, db):
+    for evt in [*samples.payment_events(), scripted_event(fail_attempts=9, customer_details={"n": 1})]:
+        post_event(client, evt)
+    age(db, 40)
+    cutoff = datetime.now(UTC) - timedelta(days=30)
+    slept, batches = [], []
+    paced = retention.Pace(2.0, slept.append)
+    fields = frozenset({"customer_details"})
+    redacted = retention.redact_older_than(db, cutoff, 1, fields, batches.append, paced)
+    deleted = retention.delete_older_than(db, cutoff, 1, batches.append, paced)
+    assert redacted["webhook_failures"] == 1 and deleted["webhook_events"] >= 3
+    # Batches of one row: one pause after each, as long as some time the batch took.
+    assert len(slept) == len(batches) > sum(redacted.values()) + sum(deleted.values())
+    assert all(seconds > 0 for seconds in slept), slept
+
+    unpaced = []
+    retention.delete_older_than(db, cutoff, 1, pace=retention.Pace(0, unpaced.append))
+    assert unpaced == []
+
+
+@pytest.mark.parametrize("pause", ["-1", "nan", "inf", "twice"])
+def test_a_pause_that_is_not_a_number_of_zero_or_more_is_a_usage_error(prune, pause):
+    code, out, err = prune("--older-than", "30d", "--pause", pause)
+    assert code == 2 and "--pause" in err and "Traceback" not in err
+    assert out == ""

@@ -15,8 +15,12 @@ failures, the outbox's log) is deleted in batches along its time index.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -103,9 +107,36 @@ _REDACT = {
 
 _BEGINNING = datetime.min.replace(tzinfo=UTC)
 
+# Both chosen by measurement: docs/benchmark.md, a year of events.
+DEFAULT_BATCH = 1000
+DEFAULT_PAUSE = 2.0
+
 
 def _nothing(done: int) -> None:
     pass
+
+
+@dataclass(frozen=True)
+class Pace:
+    """After each batch, sleep `pause` times as long as it took (pt-archiver's --sleep-coef).
+
+    A run so keeps to about 1 / (1 + pause) of the server's time however
+    loaded the machine is, and deliveries get the rest: a batch that finds
+    the server busy takes longer and waits longer after.
+    """
+
+    pause: float = 0.0
+    sleep: Callable[[float], object] = time.sleep
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        if self.pause:
+            self.sleep(self.pause * (time.perf_counter() - started))
+
+
+_UNPACED = Pace()
 
 
 def drop_payload_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]:
@@ -117,9 +148,13 @@ def drop_payload_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]
 
 
 def delete_older_than(
-    conn: psycopg.Connection, cutoff: datetime, batch: int, done: Callable[[int], object] = _nothing
+    conn: psycopg.Connection,
+    cutoff: datetime,
+    batch: int,
+    done: Callable[[int], object] = _nothing,
+    pace: Pace = _UNPACED,
 ) -> dict[str, int]:
-    """Rows deleted per table, in batches; `done` is told each batch's count."""
+    """Rows deleted per table, in batches paced by `pace`; `done` is told each batch's count."""
     deleted = {}
     for table, (at, keep) in _BY_TIME.items():
         query = sql.SQL(_KEYSET_DELETE).format(
@@ -128,9 +163,10 @@ def delete_older_than(
         deleted[table] = 0
         after = _BEGINNING
         while True:
-            read, last, count = db.one(
-                conn.execute(query, {"after": after, "cutoff": cutoff, "batch": batch})
-            )
+            with pace.batch():
+                read, last, count = db.one(
+                    conn.execute(query, {"after": after, "cutoff": cutoff, "batch": batch})
+                )
             deleted[table] += count
             done(count)
             if read < batch:
@@ -139,7 +175,8 @@ def delete_older_than(
     for table, delete in _SMALL.items():
         deleted[table] = 0
         while True:
-            count = conn.execute(delete, {"cutoff": cutoff, "batch": batch}).rowcount
+            with pace.batch():
+                count = conn.execute(delete, {"cutoff": cutoff, "batch": batch}).rowcount
             deleted[table] += count
             done(count)
             if count < batch:
@@ -153,13 +190,14 @@ def redact_older_than(
     batch: int,
     fields: frozenset[str],
     done: Callable[[int], object] = _nothing,
+    pace: Pace = _UNPACED,
 ) -> dict[str, int]:
     redacted = {}
     for table, select in _TO_REDACT.items():
         redacted[table] = 0
         after = _BEGINNING
         while True:
-            with conn.transaction():
+            with pace.batch(), conn.transaction():
                 rows = conn.execute(select, {"after": after, "cutoff": cutoff, "batch": batch}).fetchall()
                 conn.cursor().executemany(
                     _REDACT[table], [(redact(payload, fields), key, at) for key, at, payload in rows]
@@ -192,12 +230,13 @@ def _prune(args: argparse.Namespace) -> int:
     ):
         return 2
     now = datetime.now(UTC)
+    pace = Pace(args.pause)
     with connect(settings) as conn:
         partitions.make(conn, now)
         dropped = drop_payload_months(conn, now - args.older_than)
         print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
         with progress.bar(desc="deleting", unit=" rows") as shown:
-            deleted = delete_older_than(conn, now - args.older_than, args.batch_size, shown.update)
+            deleted = delete_older_than(conn, now - args.older_than, args.batch_size, shown.update, pace)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))
         if redacting:
             with progress.bar(desc="redacting", unit=" rows") as shown:
@@ -207,9 +246,21 @@ def _prune(args: argparse.Namespace) -> int:
                     args.batch_size,
                     frozenset(settings.redact_fields),
                     shown.update,
+                    pace,
                 )
             print("redacted " + " ".join(f"{t}={n}" for t, n in redacted.items()))
     return 0
+
+
+def pause(text: str) -> float:
+    """A non-negative number: an argparse type, so a typo is a usage error."""
+    try:
+        value = float(text)
+        if math.isfinite(value) and value >= 0:
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"not a number of times each batch's time, 0 or more: {text!r}")
 
 
 def register(commands) -> None:
@@ -225,7 +276,14 @@ def register(commands) -> None:
         default=timedelta(days=7),
         help="redact stored payloads older than this (default 7d; only with WEBHOOK_REDACT_FIELDS)",
     )
-    prune.add_argument("--batch-size", type=int, default=1000)
+    prune.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
+    prune.add_argument(
+        "--pause",
+        type=pause,
+        default=DEFAULT_PAUSE,
+        help="after each batch, sleep this many times as long as the batch took, "
+        "so deliveries keep most of the server (default %(default)g; 0: no pause)",
+    )
     prune.add_argument(
         "--force", action="store_true", help="allow windows shorter than the 3-day retry horizon"
     )
