@@ -296,6 +296,10 @@ def make_app(database_url: str):
         env = service_env(database_url, WEBHOOK_POOL_MAX_SIZE=STORM_POOL, **extra)
         app = create_app(Settings.from_env(env))
         apps.append(app)
+        if "DATABASE_URL" not in extra:
+            # Its first connection made now: on a loaded machine, one made by the first
+            # request could take longer than the pool's wait and answer 503.
+            app.extensions["webhooks.pool"].get().wait(timeout=30)
         return app
 
     yield make
