@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.conftest import migrated_before
 from webhooks.infra import migrate
@@ -72,6 +73,8 @@ class _OldClaims(threading.Thread):
                 self.started.set()
 
 
+# A million rows keep a core busy for most of a minute: the serial pass's, beside tests that wait.
+@pytest.mark.system
 def test_a_million_rows_there_and_back_with_claims_going_on_and_the_answers_intact(
     server_url, tmp_path: Path
 ):
