@@ -51,7 +51,7 @@ WITH claimed AS (
     SELECT 'stripe', 'evt_fill_' || g, 'payment_intent.succeeded', '', 'completed', 'fulfilled', 200,
            webhooks_answer_body('evt_fill_' || g, 'fulfilled'), at, at
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
-         LATERAL (SELECT %(start)s::timestamptz + (%(span)s::interval * g / %(events)s) AS at) t
+         LATERAL (SELECT %(start)s::timestamptz + (%(span)s::interval / %(events)s) * g AS at) t
     RETURNING id, event_id, received_at
 ),
 logged AS (
