@@ -39,6 +39,7 @@ from psycopg_pool import ConnectionPool
 from webhooks.commands import prune
 from webhooks.core import ledger, partitions
 from webhooks.core.events import Event
+from webhooks.traffic.report import markdown_table
 
 from . import cpu, servers
 from .run import LOCAL_SERVER
@@ -315,13 +316,6 @@ RETENTION_HEADER = [
 ]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> None:
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 5_000_000])
@@ -364,9 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             claims.append(row)
             removals.extend(removed)
             print(" | ".join(row), *(" | ".join(r) for r in removed), sep="\n", file=sys.stderr)
-    _table(CLAIMS_HEADER, claims)
+    print(markdown_table(CLAIMS_HEADER, claims))
     print()
-    _table(RETENTION_HEADER, removals)
+    print(markdown_table(RETENTION_HEADER, removals))
     print(
         f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
         f" payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"

@@ -247,7 +247,7 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
     claims, *removals = [
         [cell.strip() for cell in line.strip("|").split("|")]
         for line in table.splitlines()
-        if line.startswith("| 3,000 | ")
+        if line.startswith("| 3,000 ")
     ]
     assert claims[5].endswith("×")
     # One retention row per pause, each removing the next-oldest month.
