@@ -424,12 +424,17 @@ def confirm() -> Response:
 def reprocess_failed() -> ResponseBase:
     """The confirmed selection becomes a bulk job (core/bulk.py) for the worker; its progress page next."""
     chosen, selected = _selection(request.form)
-    if str(len(selected)) != request.form.get("count"):
-        # Failures came or went since the count was shown: show the new one.
+    if not _still_counted(len(selected)):
         return _confirm(chosen, selected, 409, changed=True)
     return _start(
         bulk.REPROCESS, chosen.fields(), len(selected), events=[(r.provider, r.event_id) for r in selected]
     )
+
+
+def _still_counted(count: int) -> bool:
+    """Whether the confirmed form's count is the selection's now: rows that came or went since it
+    was shown are shown again, counted anew, rather than acted on unseen."""
+    return str(count) == request.form.get("count")
 
 
 def _start(action: str, fields: dict[str, str], count: int, **items: Any) -> ResponseBase:
@@ -483,7 +488,7 @@ def confirm_requeue() -> Response:
 @bp.post("/admin/requeue")
 def requeue_dead_letters() -> ResponseBase:
     chosen, ids = _dead_letters(request.form)
-    if str(len(ids)) != request.form.get("count"):
+    if not _still_counted(len(ids)):
         return _confirm_requeue(chosen, ids, 409, changed=True)
     return _start(bulk.REQUEUE, chosen.fields(), len(ids), dead_letters=ids)
 
