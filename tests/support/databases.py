@@ -187,7 +187,9 @@ class Template:
         self.name = f"{PREFIX}_{RUN}_template"
         self._holder = psycopg.connect(make_conninfo(server_url, application_name=_HOLDER), autocommit=True)
         self._free: list[str] = []  # cleaned-up copies, for the next tests of this process
-        self._pristine: _Pristine | None = None  # read off this process's first copy
+        # Read off this process's first copy; never where the role cannot clean one up.
+        self._pristine: _Pristine | None = None
+        self._cleans_up = bool(self._holder.execute(_SUPERUSER).fetchone()[0])
         self._holder.execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
         try:
             made = self._holder.execute("SELECT 1 FROM pg_database WHERE datname = %s", [self.name])
@@ -223,7 +225,7 @@ class Template:
         self._holder.execute(
             sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(self.name))
         )
-        if self._pristine is None and self._holder.execute(_SUPERUSER).fetchone()[0]:
+        if self._pristine is None and self._cleans_up:
             with psycopg.connect(self.url(name)) as conn:
                 self._pristine = _Pristine.read(conn)
         return name
