@@ -21,7 +21,7 @@ import requests
 import structlog
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import connections, databases, machine, ports, properties, reliability, senders
+from tests.support import connections, databases, machine, ports, properties, reliability, senders, storm
 from tests.support.rows import count_rows
 from webhooks.infra import embedded, migrate, privilege
 from webhooks.infra.config import SettingError, Settings, serving
@@ -300,9 +300,11 @@ def make_app(database_url: str):
             # Its first connection made now: on a loaded machine, one made by the first
             # request could take longer than the pool's wait and answer 503.
             app.extensions["webhooks.pool"].get().wait(timeout=30)
+            storm.apps_pools.append(app.extensions["webhooks.pool"].get())
         return app
 
     yield make
+    storm.apps_pools.clear()
     for app in apps:
         app.extensions["webhooks.pool"].close()
 

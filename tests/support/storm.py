@@ -7,9 +7,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from psycopg_pool import ConnectionPool
+
 from tests.support import connections
 from webhooks.traffic import checker
 from webhooks.traffic.report import percentile
+
+# The pools of the apps this test made (make_app, tests/conftest.py). A storm opens a connection
+# per sender before it releases them: a pool left to grow on demand opens them a few at a time,
+# and on a loaded machine a sender waiting longer than the pool's wait is answered 503.
+apps_pools: list[ConnectionPool] = []
+
+
+def _open_for(senders: int) -> None:
+    for pool in apps_pools:
+        pool.resize(min_size=max(pool.min_size, min(senders, pool.max_size)), max_size=pool.max_size)
+        pool.wait(timeout=60)
 
 
 @dataclass
@@ -29,6 +42,8 @@ def release_together(senders: list[Callable[[], object]], connections_each: int 
     connection of its own, held by the app's pool to the test's end; `connections_each=0` where
     they reach a server that holds its own."""
     connections.for_this_test(len(senders) * connections_each)
+    if connections_each:
+        _open_for(len(senders))
     barrier = threading.Barrier(len(senders))
     results: list[Result | BaseException] = [None] * len(senders)
 
