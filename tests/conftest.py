@@ -50,41 +50,44 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
-# A file where the parallel pass writes how many system tests the same arguments select:
-# bin/test starts the serial pass's workers only where there are tests for them.
-SYSTEM_SELECTED = "WEBHOOKS_SYSTEM_SELECTED"
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--pass",
         dest="suite_pass",
         choices=("parallel", "serial"),
-        help="bin/test's passes: `parallel` runs all but the system tests (with xdist's -n), "
-        "`serial` the system tests alone, one at a time (they take root, hosts and ports of the machine)",
+        help="bin/test's passes: `parallel` runs all but the tests marked `alone` (with xdist's -n), "
+        "`serial` those, one at a time (they time what they measure, or change the whole machine)",
     )
 
 
+def _runs_first(item: pytest.Item) -> int:
+    """The system tests first: they are the longest and mostly wait (servers booting, browsers,
+    replicas), so started early they overlap the rest; the `alone` tests last (a run without
+    --pass), so until then every worker has a test to share the machine with."""
+    if item.get_closest_marker("alone") is not None:
+        return 2
+    return 0 if item.get_closest_marker("system") is not None else 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
+        if item.get_closest_marker("system") is not None:
+            # A system module's tests on one worker: its servers are set up once.
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     chosen = config.getoption("suite_pass")
     if chosen is not None:
         kept, left = [], []
         for item in items:
-            in_pass = (item.get_closest_marker("system") is None) == (chosen == "parallel")
-            (kept if in_pass else left).append(item)
+            alone = item.get_closest_marker("alone") is not None
+            (kept if alone == (chosen == "serial") else left).append(item)
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = kept
-        if chosen == "parallel" and os.environ.get(SYSTEM_SELECTED):
-            counted = ROOT / os.environ[SYSTEM_SELECTED]
-            counted.parent.mkdir(exist_ok=True)
-            counted.write_text(f"{len(left)}\n")
     if hasattr(config, "workerinput"):
-        # The `alone` tests last: until then every worker has a test to share the machine with.
-        items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
+        items.sort(key=_runs_first)
 
 
 # make_app's pool: a connection per sender of the largest thread storm, and a few more.
@@ -524,16 +527,17 @@ def chromium() -> str:
 def front(database_url: str):
     """`python -m webhooks serve` (or `command`): nginx in front of gunicorn, on free ports."""
     require_front()
-    servers = []
+    with contextlib.ExitStack() as servers:
 
-    def start(command: list[str] = SERVE, **extra) -> Gunicorn:
-        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 2, **extra}), command)
-        servers.append(server)
-        return server
+        def start(command: list[str] = SERVE, **extra) -> Gunicorn:
+            env = service_env(database_url, **{"WEB_CONCURRENCY": 2, **extra})
+            # Beside the parallel pass's storms: its connections taken from what the run shares.
+            servers.enter_context(connections.held(_most_connections(env)))
+            server = Gunicorn(env, command)
+            servers.callback(server.stop)
+            return server
 
-    yield start
-    for server in servers:
-        server.stop()
+        yield start
 
 
 def load_json(response) -> dict:
