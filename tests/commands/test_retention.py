@@ -199,7 +199,9 @@ def test_a_pause_that_is_not_a_number_of_zero_or_more_is_a_usage_error(prune, pa
     assert out == ""
 
 
-def test_the_outbox_logs_months_past_the_window_are_dropped_whole_and_the_younger_log_stays(prune, client, db):
+def test_the_outbox_logs_months_past_the_window_are_dropped_whole_and_the_younger_log_stays(
+    prune, client, db
+):
     post_event(client, samples.payment_events()[1])
     then = datetime.now(UTC) - timedelta(days=70)
     partitions.make(db, then)

@@ -27,7 +27,9 @@ def test_a_claim_whose_log_month_is_missing_fails_whole_and_succeeds_once_it_is_
     intent = samples.payment_events()[1]
     # The enqueue's log row has nowhere to go: the claim, its fulfilment and its job roll back with it.
     assert post_event(client, intent).status_code == 500
-    assert count_rows(db, "webhook_events") == count_rows(db, "pgqueuer") == count_rows(db, "fulfilments") == 0
+    assert (
+        count_rows(db, "webhook_events") == count_rows(db, "pgqueuer") == count_rows(db, "fulfilments") == 0
+    )
 
     assert _log_month(datetime.now(UTC)) in partitions.make(db, datetime.now(UTC))
     assert post_event(client, intent).status_code == 200

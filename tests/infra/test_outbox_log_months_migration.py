@@ -29,7 +29,9 @@ SELECT count(*), md5(string_agg(concat_ws('|', id, created, job_id, status, prio
                                          aggregated), ',' ORDER BY id))
 FROM pgqueuer_log
 """
-_LOG_ONE = "INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority) VALUES (%s, 'queued', 'w', 0) RETURNING id"
+_LOG_ONE = """
+INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority) VALUES (%s, 'queued', 'w', 0) RETURNING id
+"""
 _MONTHS = """
 SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'pgqueuer_log'::regclass ORDER BY c.relname
@@ -69,7 +71,9 @@ def test_the_log_goes_to_months_while_rows_are_logged_and_comes_back_with_its_ro
         logging.stop.set()
         logging.join(30)
 
-        kept = conn.execute("SELECT count(*) FROM pgqueuer_log WHERE id = ANY(%s)", [logging.ids]).fetchone()[0]
+        kept = conn.execute("SELECT count(*) FROM pgqueuer_log WHERE id = ANY(%s)", [logging.ids]).fetchone()[
+            0
+        ]
         assert kept == len(logging.ids) and logging.ids == sorted(set(logging.ids))
         assert logging.ids[0] > last_id
         months = conn.execute(_MONTHS).fetchall()
@@ -84,5 +88,7 @@ def test_the_log_goes_to_months_while_rows_are_logged_and_comes_back_with_its_ro
 
         conn.execute(DOWN.read_text())
         assert conn.execute(_LOG).fetchone() == filled
-        assert conn.execute("SELECT relkind FROM pg_class WHERE oid = 'pgqueuer_log'::regclass").fetchone() == ("r",)
+        assert conn.execute(
+            "SELECT relkind FROM pg_class WHERE oid = 'pgqueuer_log'::regclass"
+        ).fetchone() == ("r",)
         assert conn.execute(_LOG_ONE, [0]).fetchone()[0] > after

@@ -5,10 +5,11 @@ payload lands in its received month's partition (webhooks_claim,
 ledger.sql), and the outbox's log, pgqueuer_log, where each row lands in
 its created month's (pgqueuer's statements and outbox.sql's). Neither has
 a default partition: a row whose month is missing fails its statement and
-its transaction (a delivery answers 500 and the provider retries; a job's
-completion is not recorded and the job is tried again), never a write lost
-in silence. So the worker (hourly), `webhooks maintenance` and every `prune`
-make the coming months of both well before they begin.
+its transaction, never a write lost in silence: a delivery answers 500 and
+the provider retries; the worker's pick fails, the job stays queued and the
+worker exits with the error, to make the months as its restart begins. So
+the worker (hourly), `webhooks maintenance` and every `prune` make the
+coming months of both well before they begin.
 
 Every change here takes its locks under a short lock_timeout and is tried
 again later rather than waited for, so a claim never queues behind it for

@@ -114,11 +114,8 @@ def made_by_migrate(server_url: str, directory: Path = migrate.MIGRATIONS_DIR) -
             # The months a migrate makes are those around the day it ran: a partitioned
             # table is the schema, its months are data (webhooks/core/partitions.py).
             months = [f"--exclude-table={scratch}.{name}" for (name,) in conn.execute(_PARTITIONS, [scratch])]
-            raw = _run(
-                [str(dumper), "--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}", *months]
-                + ["--dbname", make_conninfo("", **params)],
-                env,
-            )
+            only = ["--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}", *months]
+            raw = _run([str(dumper), *only, "--dbname", make_conninfo("", **params)], env)
         finally:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(scratch)))
     return normalised(raw, scratch)
