@@ -11,12 +11,12 @@ over the twelve months before now (a ledger row, its payload of
   events/s and CPU per claim (this process and its server backends) as
   ratios to the empty schema, medians over rounds, and p99;
 - retention, once per --pause: the oldest month left removed as `prune
-  --pause` does (its payload partition detached and dropped, its ledger
-  rows and log rows deleted in paced batches), while the claims go on: its
-  time, the claims' events/s and p99 during it as ratios to the window just
-  before, the size of the payload partition dropped (measured just before),
-  the file system's free-space change, and the heap bytes the deleted
-  ledger and log rows leave for new rows (their count times the table's
+  --pause` does (its payload and outbox log partitions detached and
+  dropped, its ledger rows deleted in paced batches), while the claims go
+  on: its time, the claims' events/s and p99 during it as ratios to the
+  window just before, the size of the partitions dropped (measured just
+  before), the file system's free-space change, and the heap bytes the
+  deleted ledger rows leave for new rows (their count times the table's
   bytes per row; the OS never gets these back). Concurrent claims write
   into the same tables, so the tables' size before and after says nothing.
 """
@@ -71,14 +71,14 @@ _WARM_UP_S = 1.0
 _FILLED_MONTHS = 12
 _PARTITION_BYTES = "SELECT pg_total_relation_size(to_regclass(%s))"
 _HEAP = "SELECT pg_relation_size(oid), reltuples FROM pg_class WHERE oid = to_regclass(%s)"
-# The tables retention deletes from row by row, whose space stays theirs for new rows.
-_REUSED = ("webhook_events", "pgqueuer_log")
-_TABLES = {
-    "webhook_events": "SELECT pg_total_relation_size('webhook_events')",
-    "webhook_payloads": """SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
-                           FROM pg_partition_tree('webhook_payloads')""",
-    "pgqueuer_log": "SELECT pg_total_relation_size('pgqueuer_log')",
-}
+# The table retention deletes from row by row, whose space stays its own for new rows.
+_REUSED = "webhook_events"
+# The tables a delivery leaves rows in; a partitioned one's bytes are its months'.
+_TABLES = ("webhook_events", *partitions.TABLES)
+_TABLE_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(relid)), pg_total_relation_size(%(table)s::regclass))
+FROM pg_partition_tree(%(table)s::regclass)
+"""
 
 
 @dataclass
@@ -184,7 +184,7 @@ def fill(url: str, events: int, payload_bytes: int) -> float:
 
 def sizes(url: str) -> dict[str, int]:
     with psycopg.connect(url, autocommit=True) as conn:
-        return {table: conn.execute(query).fetchone()[0] for table, query in _TABLES.items()}
+        return {table: conn.execute(_TABLE_BYTES, {"table": table}).fetchone()[0] for table in _TABLES}
 
 
 def _free_bytes(url: str) -> int | None:
@@ -206,9 +206,9 @@ class Removed:
 
     seconds: float
     deleted: dict[str, int]
-    # The payload partitions' size, just before they were dropped: space the OS gets back.
+    # The partitions' size (payloads and log), just before they were dropped: space the OS gets back.
     dropped_bytes: int
-    # The deleted ledger and log rows' share of their tables' heaps: space for new rows, not the OS's.
+    # The deleted ledger rows' share of its heap: space for new rows, not the OS's.
     reusable_bytes: int
 
 
@@ -223,13 +223,12 @@ def retention(url: str, pause: float, batch: int) -> Removed:
         cutoff = partitions.months(conn)[0].end
         dropping = partitions.expired(conn, cutoff)
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
-        per_row = {table: _row_bytes(conn, table) for table in _REUSED}
+        per_row = _row_bytes(conn, _REUSED)
         started = time.perf_counter()
-        prune.drop_payload_months(conn, cutoff)
+        prune.drop_months(conn, cutoff)
         deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
         took = time.perf_counter() - started
-    reusable = sum(deleted[table] * per_row[table] for table in _REUSED)
-    return Removed(took, deleted, dropped, round(reusable))
+    return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row))
 
 
 def _ratio(a: float, b: float) -> str:
@@ -251,7 +250,7 @@ def _remove(args: argparse.Namespace, claims: Claims, url: str, pause: float) ->
     return [
         f"{pause:g}",
         f"{removed.seconds:.1f}",
-        f"{removed.deleted['webhook_events']:,} + {removed.deleted['pgqueuer_log']:,}",
+        f"{removed.deleted[_REUSED]:,}",
         _ratio(during.per_s, before.per_s),
         f"{before.p99_ms:.1f} → {during.p99_ms:.1f} ({_ratio(during.p99_ms, before.p99_ms)})",
         _mib(removed.dropped_bytes),
@@ -307,12 +306,12 @@ RETENTION_HEADER = [
     "events",
     "pause",
     "retention run s",
-    "rows deleted (ledger + log)",
+    "ledger rows deleted",
     "claims/s during vs before",
     "p99 ms before → during",
-    "MiB of payload months dropped",
+    "MiB of months dropped (payloads + log)",
     "MiB back to the OS (free space)",
-    "≈ MiB freed for reuse (ledger + log)",
+    "≈ MiB freed for reuse (ledger)",
 ]
 
 

@@ -250,11 +250,12 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
         if line.startswith("| 3,000 ")
     ]
     assert claims[5].endswith("×")
+    # Bytes per event of each table, the partitioned ones' counted by their months.
+    assert all(int(cell.replace(",", "")) > 0 for cell in claims[1:4]), claims
     # One retention row per pause, each removing the next-oldest month.
     assert [row[1] for row in removals] == ["0", "1"]
     for row in removals:
-        ledger_rows, log_rows = (int(n.replace(",", "")) for n in row[3].split(" + "))
-        # A month of twelve and a bit: about a twelfth of the events each, ledger and log alike,
-        # its payloads dropped whole (a partition of some size), the deleted rows' heap left for reuse.
-        assert 150 < ledger_rows < 300 and log_rows == ledger_rows, row
+        # A month of twelve and a bit: about a twelfth of the events each, its ledger rows deleted
+        # (their heap left for reuse), its payloads and log dropped whole (partitions of some size).
+        assert 150 < int(row[3].replace(",", "")) < 300, row
         assert float(row[6]) > 0 and float(row[8]) > 0, row

@@ -197,3 +197,24 @@ def test_a_pause_that_is_not_a_number_of_zero_or_more_is_a_usage_error(prune, pa
     code, out, err = prune("--older-than", "30d", "--pause", pause)
     assert code == 2 and "--pause" in err and "Traceback" not in err
     assert out == ""
+
+
+def test_the_outbox_logs_months_past_the_window_are_dropped_whole_and_the_younger_log_stays(
+    prune, client, db
+):
+    post_event(client, samples.payment_events()[1])
+    then = datetime.now(UTC) - timedelta(days=70)
+    partitions.make(db, then)
+    db.execute(
+        "INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority, created)"
+        " SELECT job_id, 'successful', entrypoint, priority, %s FROM pgqueuer_log",
+        [then],
+    )
+    old = f"pgqueuer_log_p{then:%Y%m}"
+    code, out, _ = prune("--older-than", "30d")
+    assert code == 0
+    dropped, deleted = out.splitlines()[:2]
+    assert old in dropped and f"webhook_payloads_p{then:%Y%m}" in dropped
+    assert "pgqueuer_log" not in deleted  # none of its rows deleted one by one
+    assert db.execute("SELECT to_regclass(%s)", [old]).fetchone() == (None,)
+    assert count_rows(db, "pgqueuer_log") == 1

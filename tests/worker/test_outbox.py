@@ -4,6 +4,7 @@ once, each delivery carrying the idempotency key that makes it effective once.""
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -13,7 +14,7 @@ from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.support.downstream import Downstream, Worker, wait_until
 from webhooks import bootstrap
-from webhooks.core import outbox
+from webhooks.core import outbox, partitions
 from webhooks.infra.config import Settings
 from webhooks.providers.stripe import NAME, parse
 from webhooks.traffic import samples
@@ -252,3 +253,38 @@ def test_backoff_doubles_per_attempt_with_jitter_in_the_upper_half(attempts):
 
 def test_backoff_is_capped():
     assert outbox.backoff_s(40, 1.0, 300.0, rand=lambda: 1.0) == 300.0
+
+
+def _this_log_month(db) -> partitions.Month:
+    now = datetime.now(UTC)
+    [month] = [m for m in partitions.months(db, ("pgqueuer_log",)) if m.first <= now < m.end]
+    return month
+
+
+def test_a_worker_whose_log_month_is_missing_stops_loudly_and_its_restart_makes_it_and_delivers(
+    database_url, db, downstreams, workers
+):
+    downstream = downstreams()
+    first = workers(downstream)
+    go_idle(database_url, downstream)  # past its start, where it made the coming months itself
+    month = _this_log_month(db)
+    key = f"test.effect:{samples.stripe_id('pi')}"
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        outbox.enqueue(conn, "test.effect", {"key": key}, key)
+        conn.execute(f"DROP TABLE {month.name}")
+    [(job_id,)] = db.execute("SELECT id FROM pgqueuer").fetchall()
+    # Its pick would be logged nowhere: the pick fails whole, the job stays queued, the worker exits.
+    assert first.proc.wait(30) != 0
+    assert "SQLSTATE 23514 table pgqueuer_log" in first.output()
+    assert len(downstream.received) == 1 and jobs_left(db) == {"queued": 1}
+
+    # Its supervisor's restart: a worker makes the coming months as it starts.
+    workers(downstream)
+    wait_until(lambda: len(downstream.received) == 2, 60, "the delivery by the restarted worker")
+    wait_until(lambda: jobs_left(db) == {}, 30, "the job marked delivered")
+    assert downstream.keys()[1:] == [key]
+    logged = db.execute(
+        "SELECT status::text, tableoid::regclass::text FROM pgqueuer_log WHERE job_id = %s ORDER BY id",
+        [job_id],
+    ).fetchall()
+    assert logged == [("picked", month.name), ("successful", month.name)]

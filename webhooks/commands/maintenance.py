@@ -1,10 +1,11 @@
-"""`python -m webhooks maintenance`: the payload partitions, made ahead and, with a window, dropped.
+"""`python -m webhooks maintenance`: the monthly partitions, made ahead and, with a window, dropped.
 
 The worker makes the coming months too (hourly); run this from cron or a
 systemd timer, daily, where the months should be dropped by age rather than
 by `prune` (docs/operating.md), or where no worker runs. Each month's
-partition of webhook_payloads must exist before its first delivery, and
-none is made by a delivery (webhooks/core/partitions.py).
+partition of webhook_payloads and of pgqueuer_log (the outbox's log) must
+exist before its first row, and none is made by a delivery
+(webhooks/core/partitions.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
 from . import durations
-from .prune import drop_payload_months, too_recent
+from .prune import drop_months, dropped_line, too_recent
 
 # Each month ahead is a table made now: a typo of a few zeros would make thousands.
 _MOST_AHEAD = 24
@@ -39,17 +40,16 @@ def _maintain(args: argparse.Namespace) -> int:
         return 2
     with connect(Settings.from_env()) as conn:
         made = partitions.make(conn, now, ahead=args.months_ahead)
-        print(f"made {len(made)} payload month(s): {' '.join(made) or 'all there'}")
+        print(f"made {len(made)} month(s): {' '.join(made) or 'all there'}")
         if args.drop_older_than is not None:
-            dropped = drop_payload_months(conn, now - args.drop_older_than)
-            print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
+            print(dropped_line(drop_months(conn, now - args.drop_older_than)))
     return 0
 
 
 def register(commands) -> None:
     maintenance = commands.add_parser(
         "maintenance",
-        help="make the coming months' payload partitions; drop those past --drop-older-than",
+        help="make the coming months' partitions (payloads, outbox log); drop those past --drop-older-than",
     )
     maintenance.add_argument(
         "--months-ahead",

@@ -5,11 +5,12 @@ Stripe has stopped retrying (3 days), and even then a late duplicate of a
 paid event meets the unique index on fulfilments.payment_id and is answered
 `already_fulfilled`: fulfilments are never pruned, they are the backstop.
 
-Payloads go by the month: a month's partition of webhook_payloads is
-detached and dropped once all of it is older than the window, which gives
-its space back to the OS at once (webhooks/core/partitions.py). A payload
-can so outlive its ledger row by up to a month. The rest (ledger rows,
-failures, the outbox's log) is deleted in batches along its time index.
+Payloads and the outbox's log go by the month: a month's partition of
+webhook_payloads or pgqueuer_log is detached and dropped once all of it is
+older than the window, which gives its space back to the OS at once
+(webhooks/core/partitions.py). A payload or a log row can so outlive its
+ledger row by up to a month. The rest (ledger rows, failures) is deleted in
+batches along its time index.
 """
 
 from __future__ import annotations
@@ -59,8 +60,6 @@ SELECT (SELECT count(*) FROM batch), (SELECT max(at) FROM batch), (SELECT count(
 _BY_TIME = {
     "webhook_events": ("received_at", "AND status = 'completed'"),
     "webhook_failures": ("failed_at", ""),
-    # The outbox's delivery log; pending and dead jobs live in pgqueuer itself and stay.
-    "pgqueuer_log": ("created", ""),
 }
 # Small tables, deleted by id in batches: they hold few rows for any window.
 _SMALL = {
@@ -139,8 +138,8 @@ class Pace:
 _UNPACED = Pace()
 
 
-def drop_payload_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]:
-    """Drop the payload partitions wholly older than `cutoff`."""
+def drop_months(conn: psycopg.Connection, cutoff: datetime) -> list[str]:
+    """Drop the months (payloads' and the outbox log's) wholly older than `cutoff`; their names."""
     gone = partitions.expired(conn, cutoff)
     for month in gone:
         partitions.drop(conn, month)
@@ -210,6 +209,10 @@ def redact_older_than(
     return redacted
 
 
+def dropped_line(dropped: list[str]) -> str:
+    return f"dropped {len(dropped)} month(s): {' '.join(dropped) or 'none past the window'}"
+
+
 def too_recent(name: str, window: timedelta, force: bool) -> bool:
     if window >= PROVIDER_RETRY_HORIZON or force:
         return False
@@ -233,8 +236,7 @@ def _prune(args: argparse.Namespace) -> int:
     pace = Pace(args.pause)
     with connect(settings) as conn:
         partitions.make(conn, now)
-        dropped = drop_payload_months(conn, now - args.older_than)
-        print(f"dropped {len(dropped)} payload month(s): {' '.join(dropped) or 'none past the window'}")
+        print(dropped_line(drop_months(conn, now - args.older_than)))
         with progress.bar(desc="deleting", unit=" rows") as shown:
             deleted = delete_older_than(conn, now - args.older_than, args.batch_size, shown.update, pace)
         print("deleted " + " ".join(f"{t}={n}" for t, n in deleted.items()))
@@ -266,7 +268,8 @@ def pause(text: str) -> float:
 def register(commands) -> None:
     prune = commands.add_parser(
         "prune",
-        help="delete old ledger rows and failures in batches (never fulfilments); "
+        help="drop old payload and outbox log months, delete old ledger rows and failures in batches "
+        "(never fulfilments); "
         "redact WEBHOOK_REDACT_FIELDS from younger payloads",
     )
     prune.add_argument("--older-than", type=durations.span, required=True, help="e.g. 30d")

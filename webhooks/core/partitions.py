@@ -1,18 +1,23 @@
-"""webhook_payloads' months: made ahead of the deliveries, detached and dropped whole once past retention.
+"""The tables kept by the month: made ahead of the deliveries, detached and dropped whole once past retention.
 
-A payload lands in its received month's partition (webhooks_claim,
-ledger.sql), and there is no default partition: a month that is missing
-fails its deliveries (500, the provider retries), so the worker (hourly),
-`webhooks maintenance` and every `prune` make the coming months well before
-they begin.
+Two tables are partitioned by month (TABLES): webhook_payloads, where a
+payload lands in its received month's partition (webhooks_claim,
+ledger.sql), and the outbox's log, pgqueuer_log, where each row lands in
+its created month's (pgqueuer's statements and outbox.sql's). Neither has
+a default partition: a row whose month is missing fails its statement and
+its transaction, never a write lost in silence: a delivery answers 500 and
+the provider retries; the worker's pick fails, the job stays queued and the
+worker exits with the error, to make the months as its restart begins. So
+the worker (hourly), `webhooks maintenance` and every `prune` make the
+coming months of both well before they begin.
 
 Every change here takes its locks under a short lock_timeout and is tried
 again later rather than waited for, so a claim never queues behind it for
 longer than that: a month is made as a table of its own and attached
-(webhooks_payload_partition, migrations/0044), which locks the parent in a
-mode claims never wait for, and a month leaves by DETACH PARTITION
+(webhooks_month_partition, migrations/0046), which locks the parent in a
+mode its writers never wait for, and a month leaves by DETACH PARTITION
 CONCURRENTLY (the same mode; it needs no default partition), then DROP TABLE
-of a table no claim reads any more.
+of a table nothing reads any more.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from webhooks.infra import db
 
 from .parts import Periodic
 
-PARENT = "webhook_payloads"
+# The partitioned tables, each by range of its time column (migrations 0044 and 0046).
+TABLES = ("webhook_payloads", "pgqueuer_log")
 # How long a partition change may wait for a lock before it gives up and tries again.
 LOCK_TIMEOUT = "100ms"
 _TRIES = 20
@@ -49,6 +55,7 @@ _DETACHING = "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regcl
 
 @dataclass(frozen=True)
 class Month:
+    table: str
     name: str
     first: datetime
     detaching: bool
@@ -66,13 +73,14 @@ def first_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
-def months(conn: psycopg.Connection) -> list[Month]:
-    """The partitions of webhook_payloads, oldest first, each with its month (UTC)."""
-    rows = conn.execute(_MONTHS, [PARENT]).fetchall()
-    return [
-        Month(name, datetime.strptime(name.rsplit("_p", 1)[1], "%Y%m").replace(tzinfo=UTC), pending)
-        for name, pending in rows
+def months(conn: psycopg.Connection, tables: tuple[str, ...] = TABLES) -> list[Month]:
+    """The partitions of `tables`, oldest first, each with its month (UTC)."""
+    found = [
+        Month(table, name, datetime.strptime(name.rsplit("_p", 1)[1], "%Y%m").replace(tzinfo=UTC), pending)
+        for table in tables
+        for name, pending in conn.execute(_MONTHS, [table]).fetchall()
     ]
+    return sorted(found, key=lambda month: (month.first, month.table))
 
 
 def _months_between(start: datetime, end: datetime) -> Iterator[datetime]:
@@ -83,18 +91,18 @@ def _months_between(start: datetime, end: datetime) -> Iterator[datetime]:
 
 
 def make(conn: psycopg.Connection, since: datetime, ahead: int = MONTHS_AHEAD) -> list[str]:
-    """Make every missing month from `since`'s to `ahead` months after this one; the names made."""
+    """Make every table's missing months from `since`'s to `ahead` months after this one; the names made."""
     last = first_of(datetime.now(UTC))
     for _ in range(ahead):
         last = _next(last)
-    made = (_make_month(conn, month) for month in _months_between(since, last))
+    made = (_make_month(conn, table, month) for month in _months_between(since, last) for table in TABLES)
     return [name for name in made if name is not None]
 
 
-def _make_month(conn: psycopg.Connection, month: datetime) -> str | None:
-    """The month's partition made: its name, or None when it was there."""
-    query = "SELECT webhooks_payload_partition(%s)"
-    row = _with_short_locks(conn, functools.partial(conn.execute, query, [month]))
+def _make_month(conn: psycopg.Connection, table: str, month: datetime) -> str | None:
+    """The table's partition for the month made: its name, or None when it was there."""
+    query = "SELECT webhooks_month_partition(%s, %s)"
+    row = _with_short_locks(conn, functools.partial(conn.execute, query, [table, month]))
     return None if row is None else row[0]
 
 
@@ -104,8 +112,8 @@ def expired(conn: psycopg.Connection, cutoff: datetime) -> list[Month]:
 
 
 def drop(conn: psycopg.Connection, month: Month) -> None:
-    """Detach the month without stopping a claim, then drop it. `conn` must be in autocommit."""
-    parent, table = sql.Identifier(PARENT), sql.Identifier(month.name)
+    """Detach the month without stopping a writer, then drop it. `conn` must be in autocommit."""
+    parent, table = sql.Identifier(month.table), sql.Identifier(month.name)
 
     def detach() -> psycopg.Cursor[Any] | None:
         row = conn.execute(_DETACHING, [month.name]).fetchone()
@@ -147,4 +155,4 @@ def make_ahead(conn: psycopg.Connection) -> int:
 
 # The worker makes the coming months itself, hourly, so that a service whose
 # `maintenance` never runs still never meets a month without its partition.
-AHEAD = Periodic("payload_months_made", 3600.0, make_ahead)
+AHEAD = Periodic("months_made", 3600.0, make_ahead)

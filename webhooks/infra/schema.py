@@ -46,6 +46,10 @@ _HEADER = f"""\
 # Each object pg_dump writes starts with this comment.
 _ENTRY = re.compile(r"^--\n-- Name: (.*); Type: (.*); Schema: .*; Owner: .*\n--\n", re.MULTILINE)
 _END = "\n--\n-- PostgreSQL database dump complete\n"
+_PARTITIONS = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relispartition AND c.relkind = 'r'
+"""
 # pg_dump sets the tablespace and access method before the first table it
 # writes: paragraphs of their own after the object before it.
 _SESSION_SETTINGS = re.compile(r"(\n\n+SET \w+ = [^\n]*;)+$")
@@ -107,14 +111,11 @@ def made_by_migrate(server_url: str, directory: Path = migrate.MIGRATIONS_DIR) -
             params = conninfo_to_dict(server_url)
             password = params.pop("password", None)
             env = {**os.environ, **({"PGPASSWORD": str(password)} if password else {})}
-            # The payload months a migrate makes are those around the day it ran: the
-            # partitioned table is the schema, its months are data (webhooks/core/partitions.py).
-            months = f"--exclude-table={scratch}.webhook_payloads_p*"
-            raw = _run(
-                [str(dumper), "--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}", months]
-                + ["--dbname", make_conninfo("", **params)],
-                env,
-            )
+            # The months a migrate makes are those around the day it ran: a partitioned
+            # table is the schema, its months are data (webhooks/core/partitions.py).
+            months = [f"--exclude-table={scratch}.{name}" for (name,) in conn.execute(_PARTITIONS, [scratch])]
+            only = ["--schema-only", "--no-owner", "--no-privileges", f"--schema={scratch}", *months]
+            raw = _run([str(dumper), *only, "--dbname", make_conninfo("", **params)], env)
         finally:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(scratch)))
     return normalised(raw, scratch)
