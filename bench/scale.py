@@ -32,6 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -187,17 +188,41 @@ def sizes(url: str) -> dict[str, int]:
         return {table: conn.execute(_TABLE_BYTES, {"table": table}).fetchone()[0] for table in _TABLES}
 
 
-def _free_bytes(url: str) -> int | None:
-    """Free bytes of the file system that holds the server's data; None when not readable from here."""
+def _data_directory(url: str) -> str | None:
+    """The server's data directory, where this machine can read it; else None."""
     with psycopg.connect(url, autocommit=True) as conn:
         try:
             directory = conn.execute("SHOW data_directory").fetchone()[0]
         except psycopg.Error:
             return None
-    if not os.path.isdir(directory):
+    return directory if os.path.isdir(directory) else None
+
+
+def _free_bytes(url: str) -> int | None:
+    """Free bytes of the file system that holds the server's data; None when not readable from here."""
+    directory = _data_directory(url)
+    if directory is None:
         return None
     found = os.statvfs(directory)
     return found.f_bavail * found.f_frsize
+
+
+def data_mount(url: str, mounts: str = "/proc/self/mounts") -> str:
+    """The file system under the server's data, and whether it discards freed blocks as they are
+    freed (mount option `discard`): then a month's DROP TABLE holds up commits while its blocks
+    are discarded (docs/operating.md, Retention)."""
+    directory = _data_directory(url)
+    if directory is None:
+        return "the server's data not readable from here"
+    table = [line.split() for line in Path(mounts).read_text().splitlines()]
+    under = [
+        (point, kind, options)
+        for _, point, kind, options, *_ in table
+        if Path(directory).is_relative_to(point)
+    ]
+    point, kind, options = max(under, key=lambda mount: len(mount[0]))
+    discards = "discard" in options.split(",")
+    return f"the server's data on {kind} at {point}, {'with' if discards else 'without'} `discard`"
 
 
 @dataclass
@@ -363,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
         f" payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
-        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline."
+        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline;"
+        f" {data_mount(args.database_url)}."
     )
     return 0
 

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
 from bench import cpu, outbox, pgbench, profile, run, scale
@@ -259,3 +260,21 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
         # (their heap left for reuse), its payloads and log dropped whole (partitions of some size).
         assert 150 < int(row[3].replace(",", "")) < 300, row
         assert float(row[6]) > 0 and float(row[8]) > 0, row
+
+
+def test_the_scale_bench_names_whether_the_data_is_on_a_file_system_that_discards_at_once(
+    server_url, tmp_path
+):
+    """A month's DROP TABLE on a file system mounted with `discard` holds up commits while its
+    blocks are discarded; the retention figures say which kind they were measured on."""
+    if scale.data_mount(server_url).endswith("not readable from here"):
+        pytest.skip("the server's data directory is not on this machine")
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/a / ext4 rw,relatime,discard 0 0\n/dev/b /var/lib ext4 rw,relatime 0 0\n")
+    said = scale.data_mount(server_url, str(mounts))
+    with psycopg.connect(server_url) as conn:
+        (directory,) = conn.execute("SHOW data_directory").fetchone()
+    if directory.startswith("/var/lib/"):
+        assert said == "the server's data on ext4 at /var/lib, without `discard`"
+    else:
+        assert said == "the server's data on ext4 at /, with `discard`"
