@@ -23,7 +23,7 @@ from webhooks.traffic import samples
 @pytest.mark.alone
 def test_slow_clients_hold_no_thread_and_never_stall_deliveries(front, db, figures):
     trickle, silent = 200, 200
-    seconds, read_timeout_s = sized((20, 3), (60, 10))
+    seconds, read_timeout_s = sized((6, 2), (60, 10))
     server = front(WEB_CONCURRENCY=os.cpu_count(), WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=read_timeout_s)
     report = slow_clients.run(server.url, SECRET, seconds, trickle, silent)
 
