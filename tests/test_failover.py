@@ -357,7 +357,7 @@ def _rates(
             if standby:
                 pg_servers.wait_streaming(primary, standby, synchronous=True)
             commits[mode].append(_commit_ms(primary))
-            rates[mode].append(_storm_rate(server, api, sized(300, 1500)))
+            rates[mode].append(_storm_rate(server, api, sized(150, 1500)))
     return {mode: (max(rates[mode]), min(commits[mode])) for mode in rates}
 
 
