@@ -46,7 +46,7 @@ from webhooks.traffic import stripe as stripe_traffic
 pytestmark = [pytest.mark.system, pytest.mark.alone]
 
 # The CI run gives a silent database up sooner than the default (10 s), so that its cuts outlast it.
-DEAD_PEER_S = sized(3.0, Settings().db_dead_peer_s)
+DEAD_PEER_S = sized(2.0, Settings().db_dead_peer_s)
 # Stripe keeps retrying for days; these senders retry often enough to time the recovery.
 RETRY = sender.Retry(budget=400, base_s=0.05, cap_s=0.25)
 COPIES, SENDERS = 2, 8
@@ -244,7 +244,7 @@ def test_cuts_between_service_worker_and_database_lose_and_double_nothing_and_he
     service_host, worker_host = site.hosts
     service = site.service(service_host, WEBHOOK_DB_DEAD_PEER_SECONDS=DEAD_PEER_S)
     worker = site.worker(worker_host, WEBHOOK_DB_DEAD_PEER_SECONDS=DEAD_PEER_S)
-    size = sized(80, 300)
+    size = sized(40, 300)
     results, sent, cuts = [], [], []
     with site.connect() as conn:
         phases = [

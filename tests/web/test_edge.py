@@ -313,7 +313,7 @@ def test_a_trickle_flood_from_ten_addresses_starves_no_delivery_with_the_default
     attack = flood.Attack(addresses=10, per_address=490)
     with served(server_url, WEB_CONCURRENCY=2, STRIPE_WEBHOOK_SECRET=flood.SECRET) as server:
         nginx = next(p.pid for p in psutil.Process(server.proc.pid).children() if p.name() == "nginx")
-        outcome = flood.measure(server.url, lambda: tally.with_children(nginx), attack, sized(10, 20))
+        outcome = flood.measure(server.url, lambda: tally.with_children(nginx), attack, sized(6, 20))
         log = server.output()
 
     assert outcome.held_most >= 0.95 * attack.addresses * attack.per_address

@@ -23,7 +23,7 @@ from webhooks.traffic import samples
 @pytest.mark.alone
 def test_slow_clients_hold_no_thread_and_never_stall_deliveries(front, db, figures):
     trickle, silent = 200, 200
-    seconds, read_timeout_s = sized((20, 3), (60, 10))
+    seconds, read_timeout_s = sized((6, 2), (60, 10))
     server = front(WEB_CONCURRENCY=os.cpu_count(), WEBHOOK_REQUEST_READ_TIMEOUT_SECONDS=read_timeout_s)
     report = slow_clients.run(server.url, SECRET, seconds, trickle, silent)
 
@@ -115,7 +115,7 @@ def test_serve_without_nginx_says_so_and_serves_loopback_only(database_url):
 def test_done_when_attacks_held_open_against_bin_serve_stall_no_delivery(front, figures):
     """Issue 23's "Done when", against ./bin/serve with its default settings."""
     server = front(command=[str(ROOT / "bin" / "serve")])
-    window_s = 8  # within the default read timeout: every attack is held throughout
+    window_s = sized(4, 8)  # within the default read timeout: every attack is held throughout
     held = {
         "negative-chunk requests": framing.Held(address(server), framing.NEGATIVE_CHUNK, 4),
         "over-cap chunk sizes": framing.Held(address(server), framing.OVER_CAP_CHUNK, 32),

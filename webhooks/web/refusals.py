@@ -51,8 +51,11 @@ COUNTS = "refusals.json"
 _OLD = ".old"
 # The words of the log that count: the statuses the front refuses with, and nothing else.
 _COUNTED = frozenset(str(status) for status in REFUSALS)
-# How often the tally reads on: a scrape is at most this far behind the front.
+# How often the tally reads on while the log is quiet: a scrape is at most this far behind the front.
 _EVERY_S = 0.1
+# How soon it reads on after a step that found lines: a burst is read as it comes, so the log
+# holds its bound and what one such pause lets in, whatever the rate, not a whole quiet pause's worth.
+_BUSY_EVERY_S = 0.005
 # How long nginx gets to reopen its log before the old one is read and removed regardless.
 _REOPEN_S = 5.0
 
@@ -89,8 +92,9 @@ class Tally:
 
     def run(self, stop: threading.Event) -> None:
         try:
-            while not stop.wait(_EVERY_S):
-                self.step()
+            busy = False
+            while not stop.wait(_BUSY_EVERY_S if busy else _EVERY_S):
+                busy = self.step()
         finally:
             self.close()
 
@@ -102,16 +106,19 @@ class Tally:
             os.close(self._dir)
             self._dir = -1
 
-    def step(self) -> None:
-        """Count the lines written since the last step; rotate the log if it is past its bound."""
+    def step(self) -> bool:
+        """Count the lines written since the last step; rotate the log if it is past its bound.
+        Whether it found any."""
         if self._log is None:
             self._log = self._open(REFUSED_LOG)
         if self._log is not None:
             self._count(self._log)
             if self._offset >= ROTATE_AT_BYTES:
                 self._rotate(self._log)
-        if self._totals != self._written:
-            self._write()
+        if self._totals == self._written:
+            return False
+        self._write()
+        return True
 
     def _open(self, name: str) -> int | None:
         """The log, held by descriptor from now on; None until nginx has made it, or if it is not a file."""
