@@ -60,23 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _runs_first(item: pytest.Item) -> int:
-    """The system tests first: they are the longest and mostly wait (servers booting, browsers,
-    replicas), so started early they overlap the rest; the `alone` tests last (a run without
-    --pass), so until then every worker has a test to share the machine with."""
-    if item.get_closest_marker("alone") is not None:
-        return 2
-    return 0 if item.get_closest_marker("system") is not None else 1
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
-        if item.get_closest_marker("system") is not None:
-            # A system module's tests on one worker: its servers are set up once.
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     chosen = config.getoption("suite_pass")
     if chosen is not None:
         kept, left = [], []
@@ -87,7 +74,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=left)
             items[:] = kept
     if hasattr(config, "workerinput"):
-        items.sort(key=_runs_first)
+        # The `alone` tests last (a run without --pass): until then every worker has a test to
+        # share the machine with.
+        items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
 
 
 # make_app's pool: a connection per sender of the largest thread storm, and a few more.

@@ -120,10 +120,14 @@ def test_an_event_that_fulfils_nothing_enqueues_nothing(client, db):
 
 def test_two_workers_never_deliver_the_same_job(database_url, db, downstreams, workers):
     downstream = downstreams()
-    keys = enqueue_jobs(database_url, 300)
     # With the short heartbeat timeout: heartbeats that waited behind LISTEN
     # on a shared connection let the other worker retake jobs still in flight.
     first, second = workers(downstream), workers(downstream)
+    # Both taking jobs before there are any: on a loaded machine one that started seconds
+    # after the other found the queue already empty.
+    first.wait_started()
+    second.wait_started()
+    keys = enqueue_jobs(database_url, 300)
     wait_until(lambda: len(downstream.received) >= len(keys), 60, "every delivery")
     time.sleep(0.5)  # a duplicate delivery would arrive now
     assert sorted(downstream.keys()) == sorted(keys)  # each exactly once
