@@ -50,13 +50,18 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
+# A file where the parallel pass writes how many system tests the same arguments select:
+# bin/test starts the serial pass's workers only where there are tests for them.
+SYSTEM_SELECTED = "WEBHOOKS_SYSTEM_SELECTED"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--pass",
         dest="suite_pass",
         choices=("parallel", "serial"),
-        help="bin/test's passes: `parallel` runs all but the tests marked `alone` (with xdist's -n), "
-        "`serial` those, one at a time (they time what they measure, or change the whole machine)",
+        help="bin/test's passes: `parallel` runs all but the system tests (with xdist's -n), "
+        "`serial` the system tests alone, one at a time (they take root, hosts and ports of the machine)",
     )
 
 
@@ -68,14 +73,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if chosen is not None:
         kept, left = [], []
         for item in items:
-            alone = item.get_closest_marker("alone") is not None
-            (kept if alone == (chosen == "serial") else left).append(item)
+            in_pass = (item.get_closest_marker("system") is None) == (chosen == "parallel")
+            (kept if in_pass else left).append(item)
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = kept
+        if chosen == "parallel" and os.environ.get(SYSTEM_SELECTED):
+            counted = ROOT / os.environ[SYSTEM_SELECTED]
+            counted.parent.mkdir(exist_ok=True)
+            counted.write_text(f"{len(left)}\n")
     if hasattr(config, "workerinput"):
-        # The `alone` tests last (a run without --pass): until then every worker has a test to
-        # share the machine with.
+        # The `alone` tests last: until then every worker has a test to share the machine with.
         items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
 
 
@@ -516,17 +524,16 @@ def chromium() -> str:
 def front(database_url: str):
     """`python -m webhooks serve` (or `command`): nginx in front of gunicorn, on free ports."""
     require_front()
-    with contextlib.ExitStack() as servers:
+    servers = []
 
-        def start(command: list[str] = SERVE, **extra) -> Gunicorn:
-            env = service_env(database_url, **{"WEB_CONCURRENCY": 2, **extra})
-            # Beside the parallel pass's storms: its connections taken from what the run shares.
-            servers.enter_context(connections.held(_most_connections(env)))
-            server = Gunicorn(env, command)
-            servers.callback(server.stop)
-            return server
+    def start(command: list[str] = SERVE, **extra) -> Gunicorn:
+        server = Gunicorn(service_env(database_url, **{"WEB_CONCURRENCY": 2, **extra}), command)
+        servers.append(server)
+        return server
 
-        yield start
+    yield start
+    for server in servers:
+        server.stop()
 
 
 def load_json(response) -> dict:
