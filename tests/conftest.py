@@ -299,8 +299,9 @@ def make_app(database_url: str):
         if "DATABASE_URL" not in extra:
             # Its first connection made now: on a loaded machine, one made by the first
             # request could take longer than the pool's wait and answer 503.
-            app.extensions["webhooks.pool"].get().wait(timeout=30)
-            storm.apps_pools.append(app.extensions["webhooks.pool"].get())
+            pool = app.extensions["webhooks.pool"].get()
+            pool.wait(timeout=30)
+            storm.apps_pools.append(pool)
         return app
 
     yield make

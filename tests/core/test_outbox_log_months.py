@@ -18,7 +18,7 @@ def _log_month(at: datetime) -> str:
 
 def _this_month(db) -> partitions.Month:
     now = datetime.now(UTC)
-    [month] = [m for m in partitions.months(db, ("pgqueuer_log",)) if m.first <= now < m.end]
+    [month] = [m for m in partitions.months(db) if m.table == "pgqueuer_log" and m.first <= now < m.end]
     return month
 
 

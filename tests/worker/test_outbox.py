@@ -261,7 +261,7 @@ def test_backoff_is_capped():
 
 def _this_log_month(db) -> partitions.Month:
     now = datetime.now(UTC)
-    [month] = [m for m in partitions.months(db, ("pgqueuer_log",)) if m.first <= now < m.end]
+    [month] = [m for m in partitions.months(db) if m.table == "pgqueuer_log" and m.first <= now < m.end]
     return month
 
 

@@ -73,11 +73,11 @@ def first_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
-def months(conn: psycopg.Connection, tables: tuple[str, ...] = TABLES) -> list[Month]:
-    """The partitions of `tables`, oldest first, each with its month (UTC)."""
+def months(conn: psycopg.Connection) -> list[Month]:
+    """The partitions of every table in TABLES, oldest first, each with its month (UTC)."""
     found = [
         Month(table, name, datetime.strptime(name.rsplit("_p", 1)[1], "%Y%m").replace(tzinfo=UTC), pending)
-        for table in tables
+        for table in TABLES
         for name, pending in conn.execute(_MONTHS, [table]).fetchall()
     ]
     return sorted(found, key=lambda month: (month.first, month.table))

@@ -108,7 +108,7 @@ class Tally:
 
     def step(self) -> bool:
         """Count the lines written since the last step; rotate the log if it is past its bound.
-        Whether it found any."""
+        Whether it counted any refusal."""
         if self._log is None:
             self._log = self._open(REFUSED_LOG)
         if self._log is not None:
