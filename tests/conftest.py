@@ -50,41 +50,58 @@ def _reachable(url: str) -> bool:
 SYSTEM_FIXTURES = {"front", "chromium", "private_server"}
 
 
-# A file where the parallel pass writes how many system tests the same arguments select:
-# bin/test starts the serial pass's workers only where there are tests for them.
+# A file where the parallel pass writes how many tests the same arguments select for each later
+# pass: bin/test starts a pass, and its workers, only where there are tests for them.
 SYSTEM_SELECTED = "WEBHOOKS_SYSTEM_SELECTED"
+# bin/test's passes, in their order (docs/testing.md).
+PASSES = ("parallel", "system", "alone")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--pass",
         dest="suite_pass",
-        choices=("parallel", "serial"),
-        help="bin/test's passes: `parallel` runs all but the system tests (with xdist's -n), "
-        "`serial` the system tests alone, one at a time (they take root, hosts and ports of the machine)",
+        choices=PASSES,
+        help="bin/test's passes: `parallel` runs all but the system and `alone` tests (with xdist's -n), "
+        "`system` the system tests a few side by side (they take root, hosts and ports of the machine), "
+        "`alone` the tests that must have the machine to themselves, one after another",
     )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _pass_of(item: pytest.Item) -> str:
+    if item.get_closest_marker("alone") is not None:
+        return "alone"
+    return "system" if item.get_closest_marker("system") is not None else "parallel"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """The `system` marks before `-m` selects by them; the pass after `-m` and `-k`, so that
+    the later passes' counts are of what the arguments select."""
     for item in items:
         if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.system)
+    yield
+    _select_the_pass(config, items)
+
+
+def _select_the_pass(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen = config.getoption("suite_pass")
-    if chosen is not None:
-        kept, left = [], []
-        for item in items:
-            in_pass = (item.get_closest_marker("system") is None) == (chosen == "parallel")
-            (kept if in_pass else left).append(item)
-        if left:
-            config.hook.pytest_deselected(items=left)
-            items[:] = kept
-        if chosen == "parallel" and os.environ.get(SYSTEM_SELECTED):
-            counted = ROOT / os.environ[SYSTEM_SELECTED]
-            counted.parent.mkdir(exist_ok=True)
-            counted.write_text(f"{len(left)}\n")
-    if hasattr(config, "workerinput"):
-        # The `alone` tests last: until then every worker has a test to share the machine with.
-        items.sort(key=lambda item: item.get_closest_marker("alone") is not None)
+    if chosen is None:
+        return
+    selected: dict[str, list[pytest.Item]] = {name: [] for name in PASSES}
+    for item in items:
+        selected[_pass_of(item)].append(item)
+    left = [item for name in PASSES if name != chosen for item in selected[name]]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = selected[chosen]
+    # Under `--dist loadfile --no-loadscope-reorder` a worker takes the modules in this order.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    if chosen == "parallel" and os.environ.get(SYSTEM_SELECTED):
+        counted = ROOT / os.environ[SYSTEM_SELECTED]
+        counted.parent.mkdir(exist_ok=True)
+        counted.write_text(f"{len(selected['system'])} {len(selected['alone'])}\n")
 
 
 # make_app's pool: a connection per sender of the largest thread storm, and a few more.

@@ -94,19 +94,19 @@ def test_bin_test_without_chromium_says_so_and_skips_the_browser_test_visibly(tm
 @pytest.mark.parametrize(
     "selection, code",
     [
-        # The parallel pass runs it, the serial pass finds nothing: a pass.
+        # The parallel pass runs it, the later passes find nothing: a pass.
         ("test_imports_only_go_down_the_layers", 0),
-        # Neither pass runs a test: pytest's "no tests ran" fails bin/test too.
+        # No pass runs a test: pytest's "no tests ran" fails bin/test too.
         ("no_such_test", 5),
     ],
 )
 def test_bin_test_fails_when_no_pass_ran_a_test(tmp_path, selection, code):
-    # Where an enclosing bin/test counted the system tests it selects for its serial pass (one
+    # Where an enclosing bin/test counted the tests it selects for its later passes (one
     # case writes it: the other, on another worker, would race it).
     counts = ROOT / ".data" / "system-tests-selected"
     if code == 0:
         counts.parent.mkdir(exist_ok=True)
-        counts.write_text("83\n")
+        counts.write_text("40 43\n")
     env = {**os.environ, "PATH": _path_without_chromium(tmp_path), "WEBHOOKS_TEST_WORKERS": "0"}
     env.pop("WEBHOOKS_TEST_RUN", None)
     ran = subprocess.run(
@@ -119,8 +119,10 @@ def test_bin_test_fails_when_no_pass_ran_a_test(tmp_path, selection, code):
     )
     assert ran.returncode == code, ran.stdout[-2000:] + ran.stderr[-2000:]
     if code == 0:
-        # Its own count (none) in a file of its own: the enclosing run's serial pass keeps its workers.
-        assert counts.read_text() == "83\n"
+        # Counted after -k: no later pass starts pytest to find nothing.
+        assert "select no system test" in ran.stdout and "select no test that runs alone" in ran.stdout
+        # Its own counts (none) in a file of its own: the enclosing run's later passes keep theirs.
+        assert counts.read_text() == "40 43\n"
         counts.unlink()
 
 

@@ -1,5 +1,6 @@
-"""The serial pass's turns (tests/support/machine.py): system tests share the machine, and one
-marked `alone` has it to itself, after the tests already running and before any that come after."""
+"""Turns on the machine under xdist (tests/support/machine.py): tests share it, and one marked
+`alone` has it to itself, after the tests already running and before any that come after. bin/test
+runs the `alone` tests in a pass of their own; these turns keep them alone in any other xdist run."""
 
 from __future__ import annotations
 

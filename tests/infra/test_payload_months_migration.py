@@ -73,8 +73,9 @@ class _OldClaims(threading.Thread):
                 self.started.set()
 
 
-# A million rows keep a core busy for most of a minute: the serial pass's, beside tests that wait.
+# A million rows keep a core busy for most of a minute: the system pass's, beside tests that wait.
 @pytest.mark.system
+@pytest.mark.long
 def test_a_million_rows_there_and_back_with_claims_going_on_and_the_answers_intact(
     server_url, tmp_path: Path
 ):
