@@ -157,6 +157,18 @@ def _deliveries(draw) -> tuple[bytes, str | None]:
     return body, draw(_mutated_header(header))
 
 
+def _by_design(db, error: str) -> bool:
+    """The two 5xx answers by design, each to a validly signed event, each recorded, never a crash:
+    an api_version mutated out of the supported range (or away), refused retryably
+    (tests/domains/stripe/test_api_version.py); a paid order whose amount was mutated away, whose
+    job would break its model, failed for an operator and retried by Stripe
+    (tests/domains/stripe/test_paid_objects.py)."""
+    if error == "unsupported_api_version":
+        return True
+    failed = db.execute("SELECT error_class FROM webhook_failures ORDER BY id DESC LIMIT 1").fetchone()
+    return error == "fulfilment_failed" and failed == ("InvalidJob",)
+
+
 def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(client, db, figures):
     statuses: Counter[int] = Counter()
     written: Counter[bool] = Counter()
@@ -176,10 +188,7 @@ def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(
         status = response.status_code
         wrote = table_counts(db) != before
         statuses[status] += 1
-        # The one 5xx by design: a validly signed event whose api_version was
-        # mutated out of the supported range (or away), refused retryably
-        # and recorded (tests/domains/stripe/test_api_version.py), never a crash.
-        assert status < 500 or response.get_json()["error"] == "unsupported_api_version"
+        assert status < 500 or _by_design(db, response.get_json()["error"]), response.get_json()
         if wrote:
             assert _stripe_scheme_valid(body, header, now), (status, header)
             written[True] += 1
@@ -188,7 +197,8 @@ def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(
     figures.record(
         f"{sum(statuses.values())} random mutations of signed deliveries (hypothesis: body bytes, "
         "JSON fields, signature items, secrets, clock skew)",
-        "never a 5xx; a row is only written for a delivery whose signature the test's own HMAC check accepts",
+        "never a 5xx but the two by design (an api_version or a paid order's amount mutated away, signed "
+        "validly, recorded); a row is only written for a delivery whose signature the test's own HMAC check accepts",
         f"statuses {dict(sorted(statuses.items()))}; {written[True]} deliveries wrote, all validly signed",
         examples=sum(statuses.values()),
     )
