@@ -198,7 +198,8 @@ def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(
         f"{sum(statuses.values())} random mutations of signed deliveries (hypothesis: body bytes, "
         "JSON fields, signature items, secrets, clock skew)",
         "never a 5xx but the two by design (an api_version or a paid order's amount mutated away, signed "
-        "validly, recorded); a row is only written for a delivery whose signature the test's own HMAC check accepts",
+        "validly, recorded); a row is only written for a delivery whose signature the test's own HMAC "
+        "check accepts",
         f"statuses {dict(sorted(statuses.items()))}; {written[True]} deliveries wrote, all validly signed",
         examples=sum(statuses.values()),
     )
