@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from pgqueuer.adapters.persistence.qb import QueryQueueBuilder
 
 from tests.conftest import post_event
-from tests.support.rows import count_rows
+from tests.support.rows import count_rows, month_holding
 from webhooks.core import partitions
 from webhooks.traffic import samples
 
@@ -17,9 +17,7 @@ def _log_month(at: datetime) -> str:
 
 
 def _this_month(db) -> partitions.Month:
-    now = datetime.now(UTC)
-    [month] = [m for m in partitions.months(db) if m.table == "pgqueuer_log" and m.first <= now < m.end]
-    return month
+    return month_holding(db, "pgqueuer_log", datetime.now(UTC))
 
 
 def test_a_claim_whose_log_month_is_missing_fails_whole_and_succeeds_once_it_is_made(client, db):

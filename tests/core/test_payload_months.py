@@ -8,7 +8,7 @@ import pytest
 from tests import conftest
 from tests.conftest import post_event, scripted_event
 from tests.support.commands import called
-from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows
+from tests.support.rows import LEDGER_WITH_PAYLOADS, count_rows, month_holding
 from webhooks.core import partitions
 from webhooks.traffic import samples
 
@@ -25,8 +25,7 @@ def _move_to(db, event_id: str, then: datetime) -> None:
 
 
 def _month_of(db, then: datetime) -> partitions.Month:
-    [month] = [m for m in partitions.months(db) if m.table == "webhook_payloads" and m.first <= then < m.end]
-    return month
+    return month_holding(db, "webhook_payloads", then)
 
 
 def test_the_claim_and_its_payload_commit_together_or_not_at_all(client, db):

@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import table_counts
+from tests.support.hostile import by_design_5xx
 from tests.support.properties import scaled
 from tests.support.reliability import sized
 from tests.support.senders import GITHUB, JSON_TYPE, STANDARD
-from tests.web.test_hostile_input import _mutated_body, by_design_5xx, mutated_header
+from tests.web.test_hostile_input import _mutated_body, mutated_header
 
 _SETTINGS = settings(
     max_examples=scaled(sized(200, 3000)),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+
+from webhooks.core import partitions
 
 
 def count_rows(conn, table: str, where: str = "TRUE", params: Sequence[object] = ()) -> int:
@@ -18,3 +21,9 @@ def count_rows(conn, table: str, where: str = "TRUE", params: Sequence[object] =
 LEDGER_WITH_PAYLOADS = (
     "webhook_events e JOIN webhook_payloads p ON p.ledger_id = e.id AND p.received_at = e.received_at"
 )
+
+
+def month_holding(conn, table: str, at: datetime) -> partitions.Month:
+    """The month of `table` (one of partitions.TABLES) whose partition holds `at`."""
+    [month] = [m for m in partitions.months(conn) if m.table == table and m.first <= at < m.end]
+    return month

@@ -19,6 +19,7 @@ from tests.conftest import OTHER_SECRET, SECRET, table_counts
 from tests.support.hostile import (
     CATALOGUE,
     JSON_TYPE,
+    by_design_5xx,
     error_of,
     hmac_header,
     now_s,
@@ -155,25 +156,6 @@ def _deliveries(draw) -> tuple[bytes, str | None]:
     except UnicodeDecodeError:  # the stripe helper signs text only
         header = hmac_header(signed_body, secret)
     return body, draw(_mutated_header(header))
-
-
-# The 5xx answers by design to a validly signed delivery (docs/contract.md), never a crash: each
-# retried by its sender and recorded as a failure of this class.
-_BY_DESIGN_5XX = {
-    # an api_version mutated out of the supported range, or away (tests/domains/stripe/test_api_version.py)
-    "unsupported_api_version": "UnsupportedApiVersion",
-    # a type mutated under an id already completed (tests/core/test_ledger.py); GitHub signs no header
-    "event_id_reused": "EventIdReused",
-    # a paid order whose amount was mutated away: its job would break its model
-    # (tests/domains/stripe/test_paid_objects.py)
-    "fulfilment_failed": "InvalidJob",
-}
-
-
-def by_design_5xx(db, error: str) -> bool:
-    """Whether a 5xx with this `error` is one by design, its failure the last recorded."""
-    failed = db.execute("SELECT error_class FROM webhook_failures ORDER BY id DESC LIMIT 1").fetchone()
-    return error in _BY_DESIGN_5XX and failed == (_BY_DESIGN_5XX[error],)
 
 
 def test_mutated_deliveries_never_get_a_5xx_nor_write_without_a_valid_signature(client, db, figures):

@@ -13,8 +13,9 @@ from bench import answers
 from tests import conftest
 from tests.conftest import load_json, post_event
 from tests.support.downstream import Downstream, Worker, wait_until
+from tests.support.rows import month_holding
 from webhooks import bootstrap
-from webhooks.core import outbox, partitions
+from webhooks.core import outbox
 from webhooks.infra.config import Settings
 from webhooks.providers.stripe import NAME, parse
 from webhooks.traffic import samples
@@ -259,19 +260,13 @@ def test_backoff_is_capped():
     assert outbox.backoff_s(40, 1.0, 300.0, rand=lambda: 1.0) == 300.0
 
 
-def _this_log_month(db) -> partitions.Month:
-    now = datetime.now(UTC)
-    [month] = [m for m in partitions.months(db) if m.table == "pgqueuer_log" and m.first <= now < m.end]
-    return month
-
-
 def test_a_worker_whose_log_month_is_missing_stops_loudly_and_its_restart_makes_it_and_delivers(
     database_url, db, downstreams, workers
 ):
     downstream = downstreams()
     first = workers(downstream)
     go_idle(database_url, downstream)  # past its start, where it made the coming months itself
-    month = _this_log_month(db)
+    month = month_holding(db, "pgqueuer_log", datetime.now(UTC))
     key = f"test.effect:{samples.stripe_id('pi')}"
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
         outbox.enqueue(conn, "test.effect", {"key": key}, key)
