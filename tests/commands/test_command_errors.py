@@ -299,3 +299,12 @@ def test_the_console_script_is_the_same_command_from_any_folder(tmp_path):
 def test_the_worker_refuses_an_outbox_url_no_delivery_could_reach_in_one_line(database_url, url, said):
     ran = called("worker", DATABASE_URL=database_url, WEBHOOK_OUTBOX_URL=url)
     assert one_error_line(ran).startswith(f"error: WEBHOOK_OUTBOX_URL: {said}")
+
+
+def test_an_argument_no_command_takes_is_one_usage_error_naming_it_and_every_command():
+    """A command parses with its own module only (webhooks/commands/__init__.py); its usage error
+    still names every command, as `webhooks --help` does."""
+    ran = called("events", "list", "--bogus")
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.splitlines()[-1] == "webhooks: error: unrecognized arguments: --bogus"
+    assert "{install,migrate,serve," in ran.stderr and "allowlist}" in ran.stderr

@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
     if extra and not hasattr(args, "extra_args"):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # The usage names every command, as it did before a command imported its own module only.
+        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra_args = extra
     return errors.run(_logged, args)
 
