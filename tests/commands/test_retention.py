@@ -156,8 +156,22 @@ def test_each_batch_is_a_range_of_the_time_index_bounded_by_the_cutoff_not_a_fil
     now = datetime.now(UTC)
     params = {"after": now - timedelta(days=60), "cutoff": now - timedelta(days=30), "batch": 10}
     plan = json.dumps(db.execute(b"EXPLAIN (FORMAT JSON) " + query.as_bytes(db), params).fetchone()[0])
-    bounds = [node for node in plan.split('"Index Cond": ')[1:] if f"{at} >=" in node and f"{at} <" in node]
+    bounds = [node for node in plan.split('"Index Cond": ')[1:] if f"{at} >" in node and f"{at} <" in node]
     assert bounds, plan
+
+
+def test_rows_that_share_a_time_go_in_one_batch_and_the_run_ends(db):
+    then = datetime.now(UTC) - timedelta(days=40)
+    times = [then] * 5 + [then + timedelta(seconds=1)]
+    db.cursor().executemany(
+        """INSERT INTO webhook_events (provider, event_id, event_type, status, received_at)
+           VALUES ('stripe', %s, 't', 'completed', %s)""",
+        [(f"evt_tie_{n}", at) for n, at in enumerate(times)],
+    )
+    batches = []
+    deleted = retention.delete_older_than(db, then + timedelta(days=1), 2, batches.append)
+    assert deleted["webhook_events"] == 6
+    assert batches[:2] == [5, 1], batches
 
 
 def test_a_claim_still_processing_past_the_window_stays_and_the_run_ends(prune, client, db):

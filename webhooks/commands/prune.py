@@ -40,21 +40,26 @@ PROVIDER_RETRY_HORIZON = timedelta(days=3)
 
 # Each DELETE is one batch in its own (autocommit) transaction, so a long
 # prune never holds locks on more than `batch` rows at a time. A batch is a
-# range of the table's time index, from where the last one stopped (`after`)
-# to the cut-off: rows a batch passed over (a claim still processing) are
-# not read again, and no batch reads past the cut-off, so a run reads what
-# it deletes and no more. The rows are deleted by their place in the heap
-# (ctid), and not locked first: locking them wrote each row once more and
-# the lookup by id read each index once more, half a run's time, for rows
-# that nothing else writes once completed; one that something updates
-# meanwhile has moved, is not deleted, and goes in the next run.
+# range of the table's time index: from where the last one stopped
+# (`after`, exclusive) to the time of the batch-th row after it (`upto`,
+# found by reading the index alone), or to the cut-off when fewer are left.
+# Rows a batch passed over (a claim still processing) are not read again,
+# and no batch reads past the cut-off, so a run reads what it deletes and
+# no more. The DELETE reads the range itself, in one pass: finding the rows
+# first and deleting them by their place (ctid) read each of them twice,
+# and a lock on each first wrote each once more, for rows that nothing else
+# writes once completed. Rows that share `upto`'s time go in the same
+# batch, so each batch moves `after` on.
 _KEYSET_DELETE = """
-WITH batch AS (
-    SELECT ctid AS place, {at} AS at FROM {table}
-    WHERE {at} >= %(after)s AND {at} < %(cutoff)s {keep}
-    ORDER BY {at} LIMIT %(batch)s),
-gone AS (DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT place FROM batch)) RETURNING 1)
-SELECT (SELECT count(*) FROM batch), (SELECT max(at) FROM batch), (SELECT count(*) FROM gone)
+WITH bound AS (
+    SELECT (SELECT {at} FROM {table} WHERE {at} > %(after)s AND {at} < %(cutoff)s
+            ORDER BY {at} OFFSET %(batch)s - 1 LIMIT 1) AS upto),
+gone AS (
+    DELETE FROM {table}
+    WHERE {at} > %(after)s AND {at} < %(cutoff)s
+      AND {at} <= coalesce((SELECT upto FROM bound), %(cutoff)s) {keep}
+    RETURNING 1)
+SELECT (SELECT upto FROM bound), (SELECT count(*) FROM gone)
 """
 # table -> its time column (indexed), and which of its rows stay whatever their age.
 _BY_TIME = {
@@ -163,14 +168,12 @@ def delete_older_than(
         after = _BEGINNING
         while True:
             with pace.batch():
-                read, last, count = db.one(
-                    conn.execute(query, {"after": after, "cutoff": cutoff, "batch": batch})
-                )
+                upto, count = db.one(conn.execute(query, {"after": after, "cutoff": cutoff, "batch": batch}))
             deleted[table] += count
             done(count)
-            if read < batch:
+            if upto is None:
                 break
-            after = last
+            after = upto
     for table, delete in _SMALL.items():
         deleted[table] = 0
         while True:
