@@ -10,20 +10,30 @@ over the twelve months before now (a ledger row, its payload of
   in the filled schema and in an empty one, alternately, --rounds times:
   events/s and CPU per claim (this process and its server backends) as
   ratios to the empty schema, medians over rounds, and p99;
-- retention, once per --pause: the oldest month left removed as `prune
-  --pause` does (its payload and outbox log partitions detached and
-  dropped, its ledger rows deleted in paced batches), while the claims go
+- retention, --repeat times per --pause (the rows give medians): the
+  oldest month left removed as `prune --pause` does (its payload and
+  outbox log partitions detached and dropped, its ledger rows deleted in
+  paced batches), while the claims go
   on: its time, the claims' events/s and p99 during it as ratios to the
-  window just before, the size of the partitions dropped (measured just
+  window just before, the run's server CPU per ledger row deleted (its
+  drops' included), the size of the partitions dropped (measured just
   before), the file system's free-space change, and the heap bytes the
   deleted ledger rows leave for new rows (their count times the table's
   bytes per row; the OS never gets these back). Concurrent claims write
-  into the same tables, so the tables' size before and after says nothing.
+  into the same tables, so the tables' size before and after says nothing;
+- then the VACUUM that follows such a run, paced as this server's
+  autovacuum paces its own, while the claims go on: its time, and the
+  claims' events/s and p99 during it as ratios to the same window before
+  the run. It also leaves the next run a ledger as a month of service
+  would, its dead rows gone;
+- and, as often, two windows in a row with nothing else running: the idle
+  row, the ratios this machine gives when nothing is there to measure.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -38,8 +48,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from webhooks.commands import prune
+from webhooks.commands.sending import positive_int
 from webhooks.core import ledger, partitions
 from webhooks.core.events import Event
+from webhooks.infra import db
 from webhooks.traffic.report import markdown_table
 
 from . import cpu, servers
@@ -235,6 +247,8 @@ class Removed:
     dropped_bytes: int
     # The deleted ledger rows' share of its heap: space for new rows, not the OS's.
     reusable_bytes: int
+    # CPU of the run's server process; NaN when the server is on another host.
+    server_cpu_s: float
 
 
 def _row_bytes(conn: psycopg.Connection, table: str) -> float:
@@ -249,11 +263,32 @@ def retention(url: str, pause: float, batch: int) -> Removed:
         dropping = partitions.expired(conn, cutoff)
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
         per_row = _row_bytes(conn, _REUSED)
-        started = time.perf_counter()
+        backend = [db.one(conn.execute("SELECT pg_backend_pid()"))[0]]
+        local = os.path.exists(f"/proc/{backend[0]}")
+        cpu_before, started = cpu.seconds(backend), time.perf_counter()
         prune.drop_months(conn, cutoff)
         deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
         took = time.perf_counter() - started
-    return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row))
+        server_cpu = cpu.seconds(backend) - cpu_before if local else math.nan
+    return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row), server_cpu)
+
+
+# This server's autovacuum pace, for a VACUUM run by hand.
+_AS_AUTOVACUUM = """
+SELECT set_config('vacuum_cost_delay', current_setting('autovacuum_vacuum_cost_delay'), false),
+       set_config('vacuum_cost_limit', CASE current_setting('autovacuum_vacuum_cost_limit')
+                  WHEN '-1' THEN current_setting('vacuum_cost_limit')
+                  ELSE current_setting('autovacuum_vacuum_cost_limit') END, false)
+"""
+
+
+def vacuum(url: str) -> float:
+    """The ledger vacuumed as autovacuum would: seconds taken."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(_AS_AUTOVACUUM)
+        started = time.perf_counter()
+        conn.execute(f"VACUUM {_REUSED}")
+        return time.perf_counter() - started
 
 
 def _ratio(a: float, b: float) -> str:
@@ -264,23 +299,66 @@ def _mib(count: float) -> str:
     return f"{count / 2**20:,.2f}"
 
 
-def _remove(args: argparse.Namespace, claims: Claims, url: str, pause: float) -> list[str]:
-    """The oldest month removed while `claims` go on: the retention table's row."""
+def _remove(args: argparse.Namespace, claims: Claims, url: str, pause: float) -> dict[str, float]:
+    """The oldest month removed while `claims` go on, then the VACUUM after it: what they cost."""
     before, _ = claims.during(args.seconds)
     free_before = _free_bytes(url)
     during, removed = claims.during(lambda: retention(url, pause, args.batch_size))
     time.sleep(1)  # the unlinked files' blocks freed
     free_after = _free_bytes(url)
-    returned = "n/a" if free_before is None or free_after is None else _mib(free_after - free_before)
+    vacuuming, vacuum_s = claims.during(lambda: vacuum(url))
+    returned = math.nan if free_before is None or free_after is None else free_after - free_before
+    return {
+        **_against(before, during),
+        "seconds": removed.seconds,
+        "deleted": removed.deleted[_REUSED],
+        "cpu_us_per_row": removed.server_cpu_s / max(removed.deleted[_REUSED], 1) * 1e6,
+        "dropped": removed.dropped_bytes,
+        "returned": returned,
+        "reusable": removed.reusable_bytes,
+        "vacuum_s": vacuum_s,
+        **{f"vacuum_{key}": value for key, value in _against(before, vacuuming).items()},
+    }
+
+
+def _idle(args: argparse.Namespace, claims: Claims) -> dict[str, float]:
+    """Two windows in a row with nothing else running: the ratios that are the machine's own noise."""
+    before, _ = claims.during(args.seconds)
+    during, _ = claims.during(args.seconds)
+    return {**_against(before, during), "seconds": during.seconds}
+
+
+def _against(before: Window, during: Window) -> dict[str, float]:
+    return {
+        "per_s": during.per_s / before.per_s,
+        "p99_before": before.p99_ms,
+        "p99": during.p99_ms,
+        "p99_ratio": during.p99_ms / before.p99_ms,
+    }
+
+
+def _retention_row(events: int, label: str, runs: list[dict[str, float]]) -> list[str]:
+    """One row of medians over `runs`; a dash where the runs measured no such thing."""
+    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+    def cell(key: str, shown) -> str:
+        return shown(median[key]) if key in median else "—"
+
     return [
-        f"{pause:g}",
-        f"{removed.seconds:.1f}",
-        f"{removed.deleted[_REUSED]:,}",
-        _ratio(during.per_s, before.per_s),
-        f"{before.p99_ms:.1f} → {during.p99_ms:.1f} ({_ratio(during.p99_ms, before.p99_ms)})",
-        _mib(removed.dropped_bytes),
-        returned,
-        _mib(removed.reusable_bytes),
+        f"{events:,}",
+        label,
+        str(len(runs)),
+        cell("seconds", lambda v: f"{v:.1f}"),
+        cell("deleted", lambda v: f"{v:,.0f}"),
+        cell("cpu_us_per_row", lambda v: "n/a" if math.isnan(v) else f"{v:.2f}"),
+        cell("per_s", lambda v: f"{v:.2f}×"),
+        f"{median['p99_before']:.1f} → {median['p99']:.1f} ({median['p99_ratio']:.2f}×)",
+        cell("dropped", _mib),
+        cell("returned", lambda v: "n/a" if math.isnan(v) else _mib(v)),
+        cell("reusable", _mib),
+        cell("vacuum_s", lambda v: f"{v:.1f}"),
+        cell("vacuum_per_s", lambda v: f"{v:.2f}×"),
+        cell("vacuum_p99_ratio", lambda v: f"{median['vacuum_p99']:.1f} ({v:.2f}×)"),
     ]
 
 
@@ -297,8 +375,11 @@ def measure(
         rounds = []
         for _ in range(args.rounds):
             rounds.append((on_empty.during(args.seconds)[0], on_filled.during(args.seconds)[0]))
-        # Each value its own month: the oldest for the first, the next for the second, and so on.
-        removals = [[f"{events:,}", *_remove(args, on_filled, filled, pause)] for pause in args.pause]
+        removals = [_retention_row(events, "idle", [_idle(args, on_filled) for _ in range(args.repeat)])]
+        # Each run its own month: the oldest for the first, the next for the second, and so on.
+        for pause in args.pause:
+            runs = [_remove(args, on_filled, filled, pause) for _ in range(args.repeat)]
+            removals.append(_retention_row(events, f"{pause:g}", runs))
     finally:
         on_empty.close()
         on_filled.close()
@@ -330,13 +411,18 @@ CLAIMS_HEADER = [
 RETENTION_HEADER = [
     "events",
     "pause",
+    "runs",
     "retention run s",
     "ledger rows deleted",
+    "server CPU µs per row deleted",
     "claims/s during vs before",
     "p99 ms before → during",
     "MiB of months dropped (payloads + log)",
     "MiB back to the OS (free space)",
     "≈ MiB freed for reuse (ledger)",
+    "VACUUM after s",
+    "claims/s during VACUUM vs before",
+    "p99 ms during VACUUM (vs before)",
 ]
 
 
@@ -353,7 +439,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[prune.DEFAULT_PAUSE],
         help="prune's --pause for each retention run, each removing the next-oldest month "
-        f"(default %(default)s; at most {_FILLED_MONTHS})",
+        f"(default %(default)s; at most {_FILLED_MONTHS} runs in all, with --repeat)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=1,
+        help="retention runs per --pause, each removing the next month; the rows give their medians, "
+        "and an idle row as many pairs of windows with nothing else running (default %(default)s)",
     )
     parser.add_argument(
         "--batch-size",
@@ -371,8 +464,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if len(args.pause) > _FILLED_MONTHS:
-        print(f"error: at most {_FILLED_MONTHS} --pause values, one whole month each", file=sys.stderr)
+    if len(args.pause) * args.repeat > _FILLED_MONTHS:
+        print(
+            f"error: at most {_FILLED_MONTHS} retention runs (--pause values times --repeat), one month each",
+            file=sys.stderr,
+        )
         return 2
     claims, removals = [], []
     with servers.private_schema(args.database_url) as empty:
@@ -388,7 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
         f" payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
-        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline;"
+        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline,"
+        f" medians of {args.repeat} run(s) each; idle: a window with nothing else running against the one"
+        " before it;"
         f" {data_mount(args.database_url)}."
     )
     return 0

@@ -253,13 +253,31 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
     assert claims[5].endswith("×")
     # Bytes per event of each table, the partitioned ones' counted by their months.
     assert all(int(cell.replace(",", "")) > 0 for cell in claims[1:4]), claims
-    # One retention row per pause, each removing the next-oldest month.
-    assert [row[1] for row in removals] == ["0", "1"]
-    for row in removals:
+    # The idle row (nothing run: the machine's own noise), then one retention row per pause,
+    # each removing the next-oldest month.
+    idle, *paced = removals
+    assert [row[1] for row in removals] == ["idle", "0", "1"] and idle[4] == idle[5] == "—"
+    assert idle[6].endswith("×") and idle[7].endswith("×)"), idle
+    for row in paced:
         # A month of twelve and a bit: about a twelfth of the events each, its ledger rows deleted
         # (their heap left for reuse), its payloads and log dropped whole (partitions of some size).
-        assert 150 < int(row[3].replace(",", "")) < 300, row
-        assert float(row[6]) > 0 and float(row[8]) > 0, row
+        assert row[2] == "1" and 150 < int(row[4].replace(",", "")) < 300, row
+        assert float(row[5]) >= 0 and float(row[8]) > 0 and float(row[10]) > 0, row
+        # The VACUUM that follows, timed and its claims counted.
+        assert float(row[11]) >= 0 and row[12].endswith("×"), row
+
+
+def test_the_scale_bench_takes_medians_of_repeated_runs_each_on_a_month_of_its_own(database_url, capsys):
+    argv = ["--events", "3000", "--seconds", "0.3", "--rounds", "1", "--database-url", database_url]
+    assert scale.main([*argv, "--pause", "0", "--repeat", "2"]) == 0
+    table = capsys.readouterr().out
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 3,000 ")]
+    assert [(row[1].strip(), row[2].strip()) for row in rows[1:]] == [("idle", "2"), ("0", "2")]
+
+
+def test_the_scale_bench_refuses_more_runs_than_filled_months(capsys):
+    assert scale.main(["--pause", "0", "2", "--repeat", "7"]) == 2
+    assert "at most 12" in capsys.readouterr().err
 
 
 def test_the_scale_bench_names_whether_the_data_is_on_a_file_system_that_discards_at_once(

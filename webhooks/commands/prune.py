@@ -113,7 +113,7 @@ _BEGINNING = datetime.min.replace(tzinfo=UTC)
 
 # Both chosen by measurement: docs/benchmark.md, a year of events.
 DEFAULT_BATCH = 1000
-DEFAULT_PAUSE = 2.0
+DEFAULT_PAUSE = 4.0
 
 
 def _nothing(done: int) -> None:
