@@ -267,12 +267,14 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
         assert float(row[11]) >= 0 and row[12].endswith("×"), row
 
 
-def test_the_scale_bench_takes_medians_of_repeated_runs_each_on_a_month_of_its_own(database_url, capsys):
-    argv = ["--events", "3000", "--seconds", "0.3", "--rounds", "1", "--database-url", database_url]
-    assert scale.main([*argv, "--pause", "0", "--repeat", "2"]) == 0
-    table = capsys.readouterr().out
-    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 3,000 ")]
-    assert [(row[1].strip(), row[2].strip()) for row in rows[1:]] == [("idle", "2"), ("0", "2")]
+def test_a_retention_row_gives_the_medians_of_its_runs_and_a_dash_for_what_they_did_not_measure():
+    runs = [
+        {"seconds": s, "per_s": r, "p99_before": 2.0, "p99": p, "p99_ratio": p / 2.0}
+        for s, r, p in [(9.0, 0.90, 3.0), (7.0, 0.95, 2.4), (8.0, 1.00, 2.2)]
+    ]
+    row = scale._retention_row(5_000_000, "4", runs)
+    assert row[:7] == ["5,000,000", "4", "3", "8.0", "—", "—", "0.95×"]
+    assert row[7] == "2.0 → 2.4 (1.20×)" and row[8:] == ["—"] * 6
 
 
 def test_the_scale_bench_refuses_more_runs_than_filled_months(capsys):
