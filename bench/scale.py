@@ -51,7 +51,6 @@ from webhooks.commands import prune
 from webhooks.commands.sending import positive_int
 from webhooks.core import ledger, partitions
 from webhooks.core.events import Event
-from webhooks.infra import db
 from webhooks.traffic.report import markdown_table
 
 from . import cpu, servers
@@ -258,18 +257,18 @@ def _row_bytes(conn: psycopg.Connection, table: str) -> float:
 
 def retention(url: str, pause: float, batch: int) -> Removed:
     """The oldest month removed as prune does, paced as `prune --pause`."""
-    with psycopg.connect(url, autocommit=True) as conn:
+    name = f"bench-scale-retention-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True, application_name=name) as conn:
         cutoff = partitions.months(conn)[0].end
         dropping = partitions.expired(conn, cutoff)
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
         per_row = _row_bytes(conn, _REUSED)
-        backend = [db.one(conn.execute("SELECT pg_backend_pid()"))[0]]
-        local = os.path.exists(f"/proc/{backend[0]}")
+        backend = cpu.backends(url, name)
         cpu_before, started = cpu.seconds(backend), time.perf_counter()
         prune.drop_months(conn, cutoff)
         deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
         took = time.perf_counter() - started
-        server_cpu = cpu.seconds(backend) - cpu_before if local else math.nan
+        server_cpu = cpu.seconds(backend) - cpu_before if backend else math.nan
     return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row), server_cpu)
 
 
@@ -291,8 +290,8 @@ def vacuum(url: str) -> float:
         return time.perf_counter() - started
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}×" if b else "n/a"
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}×"
 
 
 def _mib(count: float) -> str:
@@ -351,14 +350,14 @@ def _retention_row(events: int, label: str, runs: list[dict[str, float]]) -> lis
         cell("seconds", lambda v: f"{v:.1f}"),
         cell("deleted", lambda v: f"{v:,.0f}"),
         cell("cpu_us_per_row", lambda v: "n/a" if math.isnan(v) else f"{v:.2f}"),
-        cell("per_s", lambda v: f"{v:.2f}×"),
-        f"{median['p99_before']:.1f} → {median['p99']:.1f} ({median['p99_ratio']:.2f}×)",
+        cell("per_s", _times),
+        f"{median['p99_before']:.1f} → {median['p99']:.1f} ({_times(median['p99_ratio'])})",
         cell("dropped", _mib),
         cell("returned", lambda v: "n/a" if math.isnan(v) else _mib(v)),
         cell("reusable", _mib),
         cell("vacuum_s", lambda v: f"{v:.1f}"),
-        cell("vacuum_per_s", lambda v: f"{v:.2f}×"),
-        cell("vacuum_p99_ratio", lambda v: f"{median['vacuum_p99']:.1f} ({v:.2f}×)"),
+        cell("vacuum_per_s", _times),
+        cell("vacuum_p99_ratio", lambda v: f"{median['vacuum_p99']:.1f} ({_times(v)})"),
     ]
 
 
@@ -391,8 +390,8 @@ def measure(
         f"{events:,}",
         *(f"{bytes_by_table[t] / events:,.0f}" for t in _TABLES),
         f"{sum(bytes_by_table.values()) / events:,.0f}",
-        f"{per_s:.2f}×",
-        f"{cpu_ratio:.2f}×",
+        _times(per_s),
+        _times(cpu_ratio),
         f"{p99_empty:.1f} / {p99_filled:.1f}",
     ]
     return claims, removals

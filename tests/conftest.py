@@ -269,10 +269,7 @@ def private_server():
     yield server
     # The fault tests restart it with pg_ctl, and pgserver's cleanup stops only the postmaster it
     # started: it would remove the folder under a server still running.
-    from pgserver._commands import pg_ctl
-
-    with contextlib.suppress(subprocess.CalledProcessError):
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+    embedded.stop(Path(server.pgdata))
     server.cleanup()
 
 
