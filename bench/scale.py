@@ -5,25 +5,31 @@ over the twelve months before now (a ledger row, its payload of
 --payload-bytes, a row of the outbox's log each), then:
 
 - bytes per event of each table a delivery leaves rows in;
-- claims: --threads connections claiming new events (the claim statement a
-  delivery without a handler makes, webhooks/core/ledger.py) for --seconds,
-  in the filled schema and in an empty one, alternately, --rounds times:
-  events/s and CPU per claim (this process and its server backends) as
-  ratios to the empty schema, medians over rounds, and p99;
+- events/s: each window's load, --load, on the filled schema and on an empty
+  one, alternately, for --seconds, --rounds times: events/s and CPU per event
+  as ratios to the empty schema, medians over rounds, and p99. The load is
+  `deliveries`, the default: the service under gunicorn (as `python -m
+  bench`'s wrk rows serve it) taking signed Stripe payment events over HTTP
+  from wrk's --connections, each event a ledger row completed in the window,
+  its CPU the web workers' and their server backends', its p99 wrk's. Or it
+  is `claims`: --threads connections making the claim statement alone (that
+  of a delivery without a handler, webhooks/core/ledger.py), its CPU this
+  process's and its backends';
 - retention, --repeat times per --pause (the rows give medians): the
   oldest month left removed as `prune --pause` does (its payload and
   outbox log partitions detached and dropped, its ledger rows deleted in
-  paced batches), while the claims go
-  on: its time, the claims' events/s and p99 during it as ratios to the
+  paced batches), while the load goes
+  on: its time, the events/s and p99 during it as ratios to the
   window just before, the run's server CPU per ledger row deleted (its
   drops' included), the size of the partitions dropped (measured just
-  before), the file system's free-space change, and the heap bytes the
+  before), the file system's free-space change over the run (less what
+  the load wrote meanwhile), and the heap bytes the
   deleted ledger rows leave for new rows (their count times the table's
-  bytes per row; the OS never gets these back). Concurrent claims write
+  bytes per row; the OS never gets these back). The load writes
   into the same tables, so the tables' size before and after says nothing;
 - then the VACUUM that follows such a run, paced as this server's
-  autovacuum paces its own, while the claims go on: its time, and the
-  claims' events/s and p99 during it as ratios to the same window before
+  autovacuum paces its own, while the load goes on: its time, and the
+  events/s and p99 during it as ratios to the same window before
   the run. It also leaves the next run a ledger as a month of service
   would, its dead rows gone;
 - and, as often, two windows in a row with nothing else running: the idle
@@ -33,10 +39,13 @@ over the twelve months before now (a ledger row, its payload of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -45,16 +54,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
 from webhooks.commands import prune
 from webhooks.commands.sending import positive_int
 from webhooks.core import ledger, partitions
 from webhooks.core.events import Event
+from webhooks.traffic import samples
 from webhooks.traffic.report import markdown_table
 
-from . import cpu, servers
-from .run import LOCAL_SERVER
+from . import cpu, servers, wrk
+from .run import LOCAL_SERVER, SECRET
 
 _FILL = """
 WITH claimed AS (
@@ -79,6 +90,8 @@ FROM claimed
 # Filled in slices, so that no one statement holds gigabytes of WAL.
 _SLICE = 500_000
 _WARM_UP_S = 1.0
+# Deliveries/s a window of known length signs for at least: more than two cores serve.
+_LEAST_RATE = 3000.0
 # The whole months a fill spans before this one.
 _FILLED_MONTHS = 12
 _PARTITION_BYTES = "SELECT pg_total_relation_size(to_regclass(%s))"
@@ -95,24 +108,25 @@ FROM pg_partition_tree(%(table)s::regclass)
 
 @dataclass
 class Window:
-    """Claims made during one window of time."""
+    """Events (claims, or deliveries completed) during one window of time."""
 
-    claims: int
+    events: int
     seconds: float
     cpu_s: float
     p99_ms: float
 
     @property
     def per_s(self) -> float:
-        return self.claims / self.seconds
+        return self.events / self.seconds
 
     @property
     def cpu_us(self) -> float:
-        return self.cpu_s / max(self.claims, 1) * 1e6
+        return self.cpu_s / max(self.events, 1) * 1e6
 
 
 class Claims:
-    """--threads connections claiming new events until stopped; a Window of what they did."""
+    """--threads connections claiming new events until stopped, each a claim statement alone (no HTTP,
+    no handler); a Window of what they did."""
 
     def __init__(self, url: str, threads: int, payload: str):
         self.name = f"bench-scale-{uuid.uuid4().hex[:8]}"
@@ -165,6 +179,104 @@ class Claims:
         latencies = sorted(took for done in per_thread for at, took in done if opened <= at <= closed)
         p99 = latencies[int(len(latencies) * 0.99)] * 1000 if latencies else float("nan")
         return Window(len(latencies), closed - opened, used, p99), result
+
+
+# The ledger rows of one window's deliveries, found by the time index.
+_COMPLETED_BETWEEN = """
+SELECT count(*) FROM webhook_events WHERE received_at >= %s AND received_at < %s AND status = 'completed'
+"""
+_DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
+
+
+class Deliveries:
+    """The service under gunicorn (as `python -m bench`'s wrk rows serve it) taking signed Stripe
+    payment events over HTTP from wrk's --connections, until stopped; a Window of the events its
+    ledger completed, the CPU of its workers and their server backends, and wrk's p99."""
+
+    def __init__(self, url: str, connections: int, work_s: float, workdir: Path):
+        self.name = f"bench-scale-{uuid.uuid4().hex[:8]}"
+        self.url, self.connections, self.work_s = url, connections, work_s
+        self.requests = workdir / f"{self.name}.requests"
+        self.non_2xx = 0
+        self._served = contextlib.ExitStack()
+        env = {
+            "DATABASE_URL": make_conninfo(url, application_name=self.name),
+            "STRIPE_WEBHOOK_SECRET": SECRET,
+            **servers.side_ports(),  # the empty schema's service and the filled one's side by side
+        }
+        self.base, self.pid, _ = self._served.enter_context(
+            servers.gunicorn("wsgi:app", env, workdir / f"{self.name}.log")
+        )
+        # Made once, signed before each window; those a window did not send are the next one's.
+        self._events: list[dict] = []
+        # The fastest window's rate: a short one (a small VACUUM's) starts slow, and would sign too few.
+        self.fastest = 0.0
+        self.during(_WARM_UP_S)
+
+    def close(self) -> None:
+        """Stops the service, once its ledger is checked: a payment fulfilled twice fails the bench."""
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                doubled = conn.execute(_DOUBLE_FULFILMENTS).fetchone()[0]
+            if doubled:
+                raise SystemExit(f"bench.scale: {doubled} payments fulfilled twice")
+            if self.non_2xx:
+                print(f"[scale] {self.non_2xx:,} deliveries answered other than 2xx", file=sys.stderr)
+        finally:
+            self._served.close()
+
+    def _sign(self, work) -> int:
+        """Events for twice the window `work` makes, signed now; how many. A work (a retention run, a
+        VACUUM) is signed for --work-seconds at the fastest rate yet, a window of known length for
+        at least _LEAST_RATE."""
+        if isinstance(work, int | float):
+            count = int(max(self.fastest, _LEAST_RATE) * work * 2)
+        else:
+            count = int(self.fastest * self.work_s * 2)
+        if len(self._events) < count:
+            self._events.extend(samples.payment_stream(count - len(self._events)))
+        wrk.write_requests(self.requests, self.base, SECRET, self._events[:count], duplicates=1)
+        return count
+
+    def during(self, work) -> tuple[Window, object]:
+        """Deliveries while `work()` runs (or for `work` seconds, a number); the window and work's result.
+
+        A work's events are signed for --work-seconds: a longer one fails, rather than replay."""
+        signed = self._sign(work)
+        workers = [self.pid, *cpu.children(self.pid)]
+        backends = cpu.backends(self.url, self.name)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cpu_before = cpu.seconds(workers) + cpu.seconds(backends)
+            sending = wrk.Running(self.base, self.requests, self.connections)
+            try:
+                opened = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+                result = time.sleep(work) if isinstance(work, int | float) else work()
+                closed = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+            finally:
+                run = sending.stop()
+            used = cpu.seconds(workers) + cpu.seconds(backends) - cpu_before
+            completed = conn.execute(_COMPLETED_BETWEEN, [opened, closed]).fetchone()[0]
+        if run.sent > signed:
+            raise SystemExit(
+                f"bench.scale: a window of {run.seconds:.0f} s outran the {signed:,} events signed for it"
+                f" (--work-seconds {self.work_s:g} for a retention run or a VACUUM): raise --work-seconds"
+            )
+        # Sent, or in flight when wrk stopped: never sent again.
+        del self._events[: run.sent + self.connections]
+        self.non_2xx += run.non_2xx
+        seconds = (closed - opened).total_seconds()
+        self.fastest = max(self.fastest, completed / seconds)
+        return Window(completed, seconds, used, run.p99_ms), result
+
+
+Load = Claims | Deliveries
+
+
+def load(args: argparse.Namespace, url: str, workdir: Path) -> Load:
+    """What the windows measure on `url`, as --load names it."""
+    if args.load == "claims":
+        return Claims(url, args.threads, "x" * args.payload_bytes)
+    return Deliveries(url, args.connections, args.work_seconds, workdir)
 
 
 def fill(url: str, events: int, payload_bytes: int) -> float:
@@ -248,6 +360,9 @@ class Removed:
     reusable_bytes: int
     # CPU of the run's server process; NaN when the server is on another host.
     server_cpu_s: float
+    # The file system's free space after the run less before it (NaN where not readable from here):
+    # the partitions' blocks back, less what the load wrote meanwhile.
+    returned_bytes: float
 
 
 def _row_bytes(conn: psycopg.Connection, table: str) -> float:
@@ -264,12 +379,14 @@ def retention(url: str, pause: float, batch: int) -> Removed:
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
         per_row = _row_bytes(conn, _REUSED)
         backend = cpu.backends(url, name)
-        cpu_before, started = cpu.seconds(backend), time.perf_counter()
+        free_before, cpu_before, started = _free_bytes(url), cpu.seconds(backend), time.perf_counter()
         prune.drop_months(conn, cutoff)
         deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
         took = time.perf_counter() - started
         server_cpu = cpu.seconds(backend) - cpu_before if backend else math.nan
-    return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row), server_cpu)
+        free_after = _free_bytes(url)
+    returned = math.nan if free_before is None or free_after is None else free_after - free_before
+    return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row), server_cpu, returned)
 
 
 # This server's autovacuum pace, for a VACUUM run by hand.
@@ -298,32 +415,28 @@ def _mib(count: float) -> str:
     return f"{count / 2**20:,.2f}"
 
 
-def _remove(args: argparse.Namespace, claims: Claims, url: str, pause: float) -> dict[str, float]:
-    """The oldest month removed while `claims` go on, then the VACUUM after it: what they cost."""
-    before, _ = claims.during(args.seconds)
-    free_before = _free_bytes(url)
-    during, removed = claims.during(lambda: retention(url, pause, args.batch_size))
-    time.sleep(1)  # the unlinked files' blocks freed
-    free_after = _free_bytes(url)
-    vacuuming, vacuum_s = claims.during(lambda: vacuum(url))
-    returned = math.nan if free_before is None or free_after is None else free_after - free_before
+def _remove(args: argparse.Namespace, load: Load, url: str, pause: float) -> dict[str, float]:
+    """The oldest month removed while `load` goes on, then the VACUUM after it: what they cost."""
+    before, _ = load.during(args.seconds)
+    during, removed = load.during(lambda: retention(url, pause, args.batch_size))
+    vacuuming, vacuum_s = load.during(lambda: vacuum(url))
     return {
         **_against(before, during),
         "seconds": removed.seconds,
         "deleted": removed.deleted[_REUSED],
         "cpu_us_per_row": removed.server_cpu_s / max(removed.deleted[_REUSED], 1) * 1e6,
         "dropped": removed.dropped_bytes,
-        "returned": returned,
+        "returned": removed.returned_bytes,
         "reusable": removed.reusable_bytes,
         "vacuum_s": vacuum_s,
         **{f"vacuum_{key}": value for key, value in _against(before, vacuuming).items()},
     }
 
 
-def _idle(args: argparse.Namespace, claims: Claims) -> dict[str, float]:
+def _idle(args: argparse.Namespace, load: Load) -> dict[str, float]:
     """Two windows in a row with nothing else running: the ratios that are the machine's own noise."""
-    before, _ = claims.during(args.seconds)
-    during, _ = claims.during(args.seconds)
+    before, _ = load.during(args.seconds)
+    during, _ = load.during(args.seconds)
     return {**_against(before, during), "seconds": during.seconds}
 
 
@@ -362,15 +475,16 @@ def _retention_row(events: int, label: str, runs: list[dict[str, float]]) -> lis
 
 
 def measure(
-    args: argparse.Namespace, empty: str, filled: str, events: int
+    args: argparse.Namespace, empty: str, filled: str, events: int, workdir: Path
 ) -> tuple[list[str], list[list[str]]]:
-    """The claims table's row for `events`, and the retention table's rows, one per --pause."""
+    """The events table's row for `events`, and the retention table's rows, one per --pause."""
     took = fill(filled, events, args.payload_bytes)
     print(f"[scale] {events:,} events filled in {took:.0f} s", file=sys.stderr)
     bytes_by_table = sizes(filled)
-    payload = "x" * args.payload_bytes
-    on_empty, on_filled = Claims(empty, args.threads, payload), Claims(filled, args.threads, payload)
-    try:
+    # Each closed however the other's close or the windows end: a service left running outlives the bench.
+    with contextlib.ExitStack() as loads:
+        on_empty = loads.enter_context(contextlib.closing(load(args, empty, workdir)))
+        on_filled = loads.enter_context(contextlib.closing(load(args, filled, workdir)))
         rounds = []
         for _ in range(args.rounds):
             rounds.append((on_empty.during(args.seconds)[0], on_filled.during(args.seconds)[0]))
@@ -379,9 +493,6 @@ def measure(
         for pause in args.pause:
             runs = [_remove(args, on_filled, filled, pause) for _ in range(args.repeat)]
             removals.append(_retention_row(events, f"{pause:g}", runs))
-    finally:
-        on_empty.close()
-        on_filled.close()
     per_s = statistics.median(f.per_s / e.per_s for e, f in rounds)
     cpu_ratio = statistics.median(f.cpu_us / e.cpu_us for e, f in rounds)
     p99_empty = statistics.median(e.p99_ms for e, _ in rounds)
@@ -397,14 +508,14 @@ def measure(
     return claims, removals
 
 
-CLAIMS_HEADER = [
+EVENTS_HEADER = [
     "events",
     "B/event webhook_events",
     "webhook_payloads",
     "pgqueuer_log",
     "total",
-    "claims/s vs empty",
-    "CPU/claim vs empty",
+    "events/s vs empty",
+    "CPU/event vs empty",
     "p99 ms empty / filled",
 ]
 RETENTION_HEADER = [
@@ -414,13 +525,13 @@ RETENTION_HEADER = [
     "retention run s",
     "ledger rows deleted",
     "server CPU µs per row deleted",
-    "claims/s during vs before",
+    "events/s during vs before",
     "p99 ms before → during",
     "MiB of months dropped (payloads + log)",
     "MiB back to the OS (free space)",
     "≈ MiB freed for reuse (ledger)",
     "VACUUM after s",
-    "claims/s during VACUUM vs before",
+    "events/s during VACUUM vs before",
     "p99 ms during VACUUM (vs before)",
 ]
 
@@ -429,8 +540,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--payload-bytes", type=int, default=1670)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=8.0, help="length of each claims window")
+    parser.add_argument(
+        "--load",
+        choices=["deliveries", "claims"],
+        default="deliveries",
+        help="what each window measures: signed Stripe deliveries over HTTP to the service (gunicorn,"
+        " sent by wrk), or the claim statement alone on --threads connections (default %(default)s)",
+    )
+    parser.add_argument("--connections", type=positive_int, default=16, help="wrk's, for --load deliveries")
+    parser.add_argument(
+        "--work-seconds",
+        type=positive_int,
+        default=60,
+        help="the longest retention run or VACUUM that --load deliveries signs events for; one that"
+        " outruns them stops the bench (default %(default)s)",
+    )
+    parser.add_argument("--threads", type=positive_int, default=4, help="claiming, for --load claims")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each window")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--pause",
@@ -469,21 +595,30 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.load == "deliveries" and shutil.which("wrk") is None:
+        print("error: --load deliveries sends with wrk, not installed here (Debian: wrk)", file=sys.stderr)
+        return 2
     claims, removals = [], []
-    with servers.private_schema(args.database_url) as empty:
+    with servers.private_schema(args.database_url) as empty, tempfile.TemporaryDirectory() as workdir:
         for events in args.events:
             with servers.private_schema(args.database_url) as filled:
-                row, removed = measure(args, empty, filled, events)
+                row, removed = measure(args, empty, filled, events, Path(workdir))
             claims.append(row)
             removals.extend(removed)
             print(" | ".join(row), *(" | ".join(r) for r in removed), sep="\n", file=sys.stderr)
-    print(markdown_table(CLAIMS_HEADER, claims))
+    print(markdown_table(EVENTS_HEADER, claims))
     print()
     print(markdown_table(RETENTION_HEADER, removals))
+    events = (
+        f"{args.connections} wrk connections delivering signed Stripe payment events over HTTP to the"
+        " service under gunicorn, each event a ledger row completed in the window"
+        if args.load == "deliveries"
+        else f"{args.threads} connections claiming, each event a claim statement alone"
+    )
     print(
-        f"\n{args.threads} connections claiming, {args.seconds:g} s windows, medians of {args.rounds} rounds;"
-        f" payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
-        f" {args.batch_size}, paced by each --pause in turn, the claims' window before it the baseline,"
+        f"\n{events}; {args.seconds:g} s windows, medians of {args.rounds} rounds;"
+        f" filled with payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
+        f" {args.batch_size}, paced by each --pause in turn, the window before it the baseline,"
         f" medians of {args.repeat} run(s) each; idle: a window with nothing else running against the one"
         " before it;"
         f" {data_mount(args.database_url)}."

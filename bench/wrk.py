@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import resource
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class Run:
     p99_ms: float
     non_2xx: int
     seconds: float
+    sent: int  # requests answered
     cpu_s: float  # wrk's own user + system CPU
 
 
@@ -68,6 +70,39 @@ def write_requests(path: Path, url: str, secret: str, events: list[dict], duplic
 
 def run(url: str, requests: Path, connections: int, seconds: float, cpus: str | None = None) -> Run:
     """wrk sending `requests` to `url` for `seconds`, pinned to `cpus` if given (taskset)."""
+    command = _command(url, requests, connections, seconds, cpus)
+    cpu_before, started = _children_cpu(), time.monotonic()
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return _parse(output, time.monotonic() - started, _children_cpu() - cpu_before)
+
+
+class Running:
+    """wrk sending `requests` to `url` until stopped, for a window whose length is not known ahead
+    (while some other work runs). Its figures cover the window alone: it is sending once this
+    returns, and it stops when told."""
+
+    # wrk's own limit on the run, long past any window: stop() ends it.
+    _LIMIT_S = 3600
+
+    def __init__(self, url: str, requests: Path, connections: int):
+        self._cpu_before = _children_cpu()
+        # wrk prints "Running" once its script has read the requests, before its first connection;
+        # stdbuf makes its output line-buffered on a pipe, so that line arrives then.
+        command = ["stdbuf", "-oL", *_command(url, requests, connections, self._LIMIT_S, None)]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = self.proc.stdout.readline()
+        if not first.startswith("Running"):
+            self.proc.kill()
+            raise RuntimeError(f"wrk did not start: {first.strip()} {self.proc.communicate()[0].strip()}")
+        self.started = time.monotonic()
+
+    def stop(self) -> Run:
+        self.proc.send_signal(signal.SIGINT)  # wrk closes its connections and prints its figures
+        output = self.proc.communicate(timeout=30)[0]
+        return _parse(output, time.monotonic() - self.started, _children_cpu() - self._cpu_before)
+
+
+def _command(url: str, requests: Path, connections: int, seconds: float, cpus: str | None) -> list[str]:
     script = requests.with_suffix(".lua")
     script.write_text(_SCRIPT)
     command = [
@@ -85,11 +120,7 @@ def run(url: str, requests: Path, connections: int, seconds: float, cpus: str | 
         "--",
         str(requests),
     ]
-    if cpus:
-        command = ["taskset", "-c", cpus, *command]
-    cpu_before, started = _children_cpu(), time.monotonic()
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return _parse(output, time.monotonic() - started, _children_cpu() - cpu_before)
+    return ["taskset", "-c", cpus, *command] if cpus else command
 
 
 def _children_cpu() -> float:
@@ -102,4 +133,5 @@ def _parse(output: str, elapsed: float, cpu_s: float) -> Run:
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", output)
     p99_ms = float(p99.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
-    return Run(rate, p99_ms, int(non_2xx.group(1)) if non_2xx else 0, elapsed, cpu_s)
+    sent = int(re.search(r"(\d+) requests in", output).group(1))
+    return Run(rate, p99_ms, int(non_2xx.group(1)) if non_2xx else 0, elapsed, sent, cpu_s)

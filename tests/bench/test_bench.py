@@ -1,6 +1,7 @@
 """The benchmark's database ceiling replays what the service really writes, and its profile reads true."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 
 from bench import cpu, outbox, pgbench, profile, run, scale
 from tests.conftest import ROOT
+from tests.support import machine
 from tests.support.rows import count_rows
 from webhooks.core import outbox as webhooks_outbox
 
@@ -241,15 +243,20 @@ def test_the_console_bench_times_every_page_against_a_seeded_backlog(database_ur
     assert jobs[killed][10] == "0"
 
 
-def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_partition(database_url, capsys):
-    argv = ["--events", "3000", "--seconds", "0.3", "--rounds", "1", "--database-url", database_url]
-    assert scale.main([*argv, "--pause", "0", "1"]) == 0
-    table = capsys.readouterr().out
-    claims, *removals = [
+def _rows_of(tables: str, events: str) -> list[list[str]]:
+    """The cells of the markdown tables' rows for `events`."""
+    return [
         [cell.strip() for cell in line.strip("|").split("|")]
-        for line in table.splitlines()
-        if line.startswith("| 3,000 ")
+        for line in tables.splitlines()
+        if line.startswith(f"| {events} ")
     ]
+
+
+def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_partition(database_url, capsys):
+    argv = ["--load", "claims", "--events", "3000", "--seconds", "0.3", "--rounds", "1"]
+    argv += ["--database-url", database_url]
+    assert scale.main([*argv, "--pause", "0", "1"]) == 0
+    claims, *removals = _rows_of(capsys.readouterr().out, "3,000")
     assert claims[5].endswith("×")
     # Bytes per event of each table, the partitioned ones' counted by their months.
     assert all(int(cell.replace(",", "")) > 0 for cell in claims[1:4]), claims
@@ -265,6 +272,28 @@ def test_the_scale_bench_fills_claims_and_removes_a_month_per_pause_by_its_parti
         assert float(row[5]) >= 0 and float(row[8]) > 0 and float(row[10]) > 0, row
         # The VACUUM that follows, timed and its claims counted.
         assert float(row[11]) >= 0 and row[12].endswith("×"), row
+
+
+@pytest.mark.system
+def test_the_scale_bench_measures_a_months_retention_by_the_deliveries_the_service_completes_meanwhile(
+    database_url, capsys, monkeypatch
+):
+    """Signed deliveries over HTTP, as a shop's are, counted in the ledger: the windows' events are
+    the deliveries the service completed, and no payment among them is fulfilled twice."""
+    if shutil.which("wrk") is None:
+        machine.lacking("WEBHOOKS_REQUIRE_WRK", "wrk not found: apt-get install wrk (.ci/run does)")
+    monkeypatch.setenv("WEB_CONCURRENCY", "1")
+    argv = ["--events", "3000", "--seconds", "0.5", "--rounds", "1", "--pause", "0"]
+    argv += ["--connections", "4", "--work-seconds", "2", "--database-url", database_url]
+    assert scale.main(argv) == 0
+    out = capsys.readouterr().out
+    claims, idle, paced = _rows_of(out, "3,000")
+    assert claims[5].endswith("×") and " / " in claims[7], claims
+    assert [idle[1], paced[1]] == ["idle", "0"] and 150 < int(paced[4].replace(",", "")) < 300, paced
+    # The windows' ratios and p99 are of deliveries that happened: none is 0 or missing.
+    for ratio in (idle[6], paced[6], paced[12]):
+        assert float(ratio.rstrip("×")) > 0, ratio
+    assert "wrk connections delivering signed Stripe payment events" in out
 
 
 def test_a_retention_row_gives_the_medians_of_its_runs_and_a_dash_for_what_they_did_not_measure():
