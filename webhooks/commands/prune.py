@@ -112,7 +112,7 @@ _REDACT = {
 _BEGINNING = datetime.min.replace(tzinfo=UTC)
 
 # Both chosen by measurement: docs/benchmark.md, a year of events.
-DEFAULT_BATCH = 1000
+DEFAULT_BATCH = 5000
 DEFAULT_PAUSE = 4.0
 
 
