@@ -113,7 +113,7 @@ _COMPLETED = {
     "front": "SELECT count(*) FROM webhook_events WHERE status = 'completed'",
     "seed": "SELECT count(*) FROM idempotency_keys WHERE status = 'completed'",
 }
-_DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
+DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
 # Environment that changes how the rows are served: shown with the results.
 _SETTINGS = (
     "WEB_CONCURRENCY",
@@ -391,7 +391,7 @@ class Bench:
         self.rates[key] = events / run.seconds
         notes = Counter({f"non-2xx: {run.non_2xx}": 1} if run.non_2xx else {})
         if served in _COMPLETED:
-            doubled = self._sql(conninfo, _DOUBLE_FULFILMENTS)[0][0]
+            doubled = self._sql(conninfo, DOUBLE_FULFILMENTS)[0][0]
             notes["no double fulfilment" if doubled == 0 else f"DOUBLE FULFILMENTS: {doubled}"] += 1
         used = {**meter.used, "client": run.cpu_s}
         return Measure(

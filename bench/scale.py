@@ -65,7 +65,7 @@ from webhooks.traffic import samples
 from webhooks.traffic.report import markdown_table
 
 from . import cpu, servers, wrk
-from .run import LOCAL_SERVER, SECRET
+from .run import DOUBLE_FULFILMENTS, LOCAL_SERVER, SECRET
 
 _FILL = """
 WITH claimed AS (
@@ -185,7 +185,6 @@ class Claims:
 _COMPLETED_BETWEEN = """
 SELECT count(*) FROM webhook_events WHERE received_at >= %s AND received_at < %s AND status = 'completed'
 """
-_DOUBLE_FULFILMENTS = "SELECT count(*) - count(DISTINCT payment_id) FROM fulfilments"
 
 
 class Deliveries:
@@ -217,7 +216,7 @@ class Deliveries:
         """Stops the service, once its ledger is checked: a payment fulfilled twice fails the bench."""
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
-                doubled = conn.execute(_DOUBLE_FULFILMENTS).fetchone()[0]
+                doubled = conn.execute(DOUBLE_FULFILMENTS).fetchone()[0]
             if doubled:
                 raise SystemExit(f"bench.scale: {doubled} payments fulfilled twice")
             if self.non_2xx:
@@ -321,9 +320,9 @@ def _data_directory(url: str) -> str | None:
     return directory if os.path.isdir(directory) else None
 
 
-def _free_bytes(url: str) -> int | None:
-    """Free bytes of the file system that holds the server's data; None when not readable from here."""
-    directory = _data_directory(url)
+def _free_bytes(directory: str | None) -> int | None:
+    """Free bytes of the file system that holds `directory`, the server's data; None when it is not
+    readable from here."""
     if directory is None:
         return None
     found = os.statvfs(directory)
@@ -378,13 +377,13 @@ def retention(url: str, pause: float, batch: int) -> Removed:
         dropping = partitions.expired(conn, cutoff)
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
         per_row = _row_bytes(conn, _REUSED)
-        backend = cpu.backends(url, name)
-        free_before, cpu_before, started = _free_bytes(url), cpu.seconds(backend), time.perf_counter()
+        backend, directory = cpu.backends(url, name), _data_directory(url)
+        free_before, cpu_before, started = _free_bytes(directory), cpu.seconds(backend), time.perf_counter()
         prune.drop_months(conn, cutoff)
         deleted = prune.delete_older_than(conn, cutoff, batch, pace=prune.Pace(pause))
         took = time.perf_counter() - started
         server_cpu = cpu.seconds(backend) - cpu_before if backend else math.nan
-        free_after = _free_bytes(url)
+        free_after = _free_bytes(directory)
     returned = math.nan if free_before is None or free_after is None else free_after - free_before
     return Removed(took, deleted, dropped, round(deleted[_REUSED] * per_row), server_cpu, returned)
 
