@@ -210,6 +210,17 @@ def test_every_delete_and_redaction_batch_is_followed_by_a_pause_and_none_withou
 def test_a_pause_that_is_not_a_number_of_zero_or_more_is_a_usage_error(prune, pause):
     code, out, err = prune("--older-than", "30d", "--pause", pause)
     assert code == 2 and "--pause" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("batch", ["0", "-5", "many"])
+def test_a_batch_size_that_is_not_a_whole_number_of_one_or_more_is_a_usage_error_before_anything_goes(
+    prune, client, db, batch
+):
+    post_event(client, samples.payment_events()[1])
+    db.execute("UPDATE webhook_events SET received_at = now() - interval '40 days'")
+    code, out, err = prune("--older-than", "30d", "--batch-size", batch)
+    assert code == 2 and "--batch-size" in err and "Traceback" not in err and out == ""
+    assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 1
     assert out == ""
 
 

@@ -33,7 +33,7 @@ from webhooks.infra import db
 from webhooks.infra.config import Settings
 from webhooks.infra.db import connect
 
-from . import durations, progress
+from . import durations, progress, sending
 
 # Stripe retries a failed delivery for up to three days.
 PROVIDER_RETRY_HORIZON = timedelta(days=3)
@@ -282,7 +282,7 @@ def register(commands) -> None:
         default=timedelta(days=7),
         help="redact stored payloads older than this (default 7d; only with WEBHOOK_REDACT_FIELDS)",
     )
-    prune.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
+    prune.add_argument("--batch-size", type=sending.positive_int, default=DEFAULT_BATCH)
     prune.add_argument(
         "--pause",
         type=pause,
