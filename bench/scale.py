@@ -15,8 +15,8 @@ over the twelve months before now (a ledger row, its payload of
   is `claims`: --threads connections making the claim statement alone (that
   of a delivery without a handler, webhooks/core/ledger.py), its CPU this
   process's and its backends';
-- retention, --repeat times per --pause (the rows give medians): the
-  oldest month left removed as `prune --pause` does (its payload and
+- retention, --repeat times per --schedule and --pause (the rows give
+  medians): the oldest month left removed as `prune --pause` does (its payload and
   outbox log partitions detached and dropped, its ledger rows deleted in
   paced batches), while the load goes
   on: its time, the events/s and p99 during it as ratios to the
@@ -27,6 +27,12 @@ over the twelve months before now (a ledger row, its payload of
   deleted ledger rows leave for new rows (their count times the table's
   bytes per row; the OS never gets these back). The load writes
   into the same tables, so the tables' size before and after says nothing;
+- each run as --schedule says: `monthly`, a month's ledger rows in one
+  run (prune run once a month, or catching up a month); `daily`, the run
+  on the day the oldest month's partitions go, that month's other days
+  having gone in the daily runs before it (deleted and vacuumed before
+  the window, as webhooks-prune.timer's runs leave the ledger), so its
+  ledger rows are a day's;
 - then the VACUUM that follows such a run, paced as this server's
   autovacuum paces its own, while the load goes on: its time, and the
   events/s and p99 during it as ratios to the same window before
@@ -50,7 +56,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -94,6 +100,8 @@ _WARM_UP_S = 1.0
 _LEAST_RATE = 3000.0
 # The whole months a fill spans before this one.
 _FILLED_MONTHS = 12
+# How often prune runs: a month's ledger rows in one run, or a day's (webhooks-prune.timer).
+_SCHEDULES = ("monthly", "daily")
 _PARTITION_BYTES = "SELECT pg_total_relation_size(to_regclass(%s))"
 _HEAP = "SELECT pg_relation_size(oid), reltuples FROM pg_class WHERE oid = to_regclass(%s)"
 # The table retention deletes from row by row, whose space stays its own for new rows.
@@ -414,8 +422,19 @@ def _mib(count: float) -> str:
     return f"{count / 2**20:,.2f}"
 
 
-def _remove(args: argparse.Namespace, load: Load, url: str, pause: float) -> dict[str, float]:
-    """The oldest month removed while `load` goes on, then the VACUUM after it: what they cost."""
+def _days_before(url: str, batch: int) -> None:
+    """The oldest month's ledger rows deleted but its last day's, then vacuumed, outside any window:
+    the ledger as a daily prune leaves it the day before that month's partitions go."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        prune.delete_older_than(conn, partitions.months(conn)[0].end - timedelta(days=1), batch)
+    vacuum(url)
+
+
+def _remove(args: argparse.Namespace, load: Load, url: str, pause: float, schedule: str) -> dict[str, float]:
+    """The oldest month removed while `load` goes on, on `schedule`, then the VACUUM after it: what
+    they cost."""
+    if schedule == "daily":
+        _days_before(url, args.batch_size)
     before, _ = load.during(args.seconds)
     during, removed = load.during(lambda: retention(url, pause, args.batch_size))
     vacuuming, vacuum_s = load.during(lambda: vacuum(url))
@@ -476,7 +495,8 @@ def _retention_row(events: int, label: str, runs: list[dict[str, float]]) -> lis
 def measure(
     args: argparse.Namespace, empty: str, filled: str, events: int, workdir: Path
 ) -> tuple[list[str], list[list[str]]]:
-    """The events table's row for `events`, and the retention table's rows, one per --pause."""
+    """The events table's row for `events`, and the retention table's rows, one per --schedule and
+    --pause."""
     took = fill(filled, events, args.payload_bytes)
     print(f"[scale] {events:,} events filled in {took:.0f} s", file=sys.stderr)
     bytes_by_table = sizes(filled)
@@ -489,9 +509,10 @@ def measure(
             rounds.append((on_empty.during(args.seconds)[0], on_filled.during(args.seconds)[0]))
         removals = [_retention_row(events, "idle", [_idle(args, on_filled) for _ in range(args.repeat)])]
         # Each run its own month: the oldest for the first, the next for the second, and so on.
-        for pause in args.pause:
-            runs = [_remove(args, on_filled, filled, pause) for _ in range(args.repeat)]
-            removals.append(_retention_row(events, f"{pause:g}", runs))
+        for schedule in args.schedule:
+            for pause in args.pause:
+                runs = [_remove(args, on_filled, filled, pause, schedule) for _ in range(args.repeat)]
+                removals.append(_retention_row(events, f"{pause:g}, {schedule}", runs))
     per_s = statistics.median(f.per_s / e.per_s for e, f in rounds)
     cpu_ratio = statistics.median(f.cpu_us / e.cpu_us for e, f in rounds)
     p99_empty = statistics.median(e.p99_ms for e, _ in rounds)
@@ -519,7 +540,7 @@ EVENTS_HEADER = [
 ]
 RETENTION_HEADER = [
     "events",
-    "pause",
+    "pause, schedule",
     "runs",
     "retention run s",
     "ledger rows deleted",
@@ -563,14 +584,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[prune.DEFAULT_PAUSE],
         help="prune's --pause for each retention run, each removing the next-oldest month "
-        f"(default %(default)s; at most {_FILLED_MONTHS} runs in all, with --repeat)",
+        f"(default %(default)s; at most {_FILLED_MONTHS} runs in all, with --schedule and --repeat)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=_SCHEDULES,
+        nargs="+",
+        default=list(_SCHEDULES),
+        help="monthly: each run deletes a month of ledger rows; daily: each run is the one on the day"
+        " a month's partitions go, a day of ledger rows left to it (default: both)",
     )
     parser.add_argument(
         "--repeat",
         type=positive_int,
         default=1,
-        help="retention runs per --pause, each removing the next month; the rows give their medians, "
-        "and an idle row as many pairs of windows with nothing else running (default %(default)s)",
+        help="retention runs per --schedule and --pause, each removing the next month; the rows give their"
+        " medians, and an idle row as many pairs of windows with nothing else running (default %(default)s)",
     )
     parser.add_argument(
         "--batch-size",
@@ -588,9 +617,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if len(args.pause) * args.repeat > _FILLED_MONTHS:
+    if len(args.schedule) * len(args.pause) * args.repeat > _FILLED_MONTHS:
         print(
-            f"error: at most {_FILLED_MONTHS} retention runs (--pause values times --repeat), one month each",
+            f"error: at most {_FILLED_MONTHS} retention runs (--schedule values times --pause values"
+            " times --repeat), one month each",
             file=sys.stderr,
         )
         return 2
@@ -617,9 +647,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{events}; {args.seconds:g} s windows, medians of {args.rounds} rounds;"
         f" filled with payloads of {args.payload_bytes} B; retention: the oldest month left, in batches of"
-        f" {args.batch_size}, paced by each --pause in turn, the window before it the baseline,"
-        f" medians of {args.repeat} run(s) each; idle: a window with nothing else running against the one"
-        " before it;"
+        f" {args.batch_size}, paced by each --pause in turn on each --schedule, the window before it the"
+        f" baseline, medians of {args.repeat} run(s) each; idle: a window with nothing else running"
+        " against the one before it;"
         f" {data_mount(args.database_url)}."
     )
     return 0

@@ -12,17 +12,21 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 from tests.deploy.shipped import SYSTEMD, run, tool
+from webhooks.commands import build_parser
+from webhooks.commands.prune import PROVIDER_RETRY_HORIZON
 from webhooks.infra.config import Settings
 
 INSTALLED = "/opt/webhooks"
 # Each Procfile line's unit.
 UNITS = {"release": "webhooks-migrate", "web": "webhooks-serve", "worker": "webhooks-worker"}
+# Units a timer of the same name starts, not a Procfile line.
+TIMED = ("webhooks-prune",)
 
 
-def unit(name: str) -> dict[str, list[str]]:
+def unit(name: str, kind: str = "service") -> dict[str, list[str]]:
     """`Key` → its values, in order, over every section (a key may repeat)."""
     values = defaultdict(list)
-    for line in (SYSTEMD / f"{name}.service").read_text().splitlines():
+    for line in (SYSTEMD / f"{name}.{kind}").read_text().splitlines():
         if "=" in line and not line.startswith(("#", "[")):
             key, _, value = line.partition("=")
             values[key].append(value)
@@ -36,9 +40,9 @@ def procfile() -> dict[str, str]:
 
 def test_systemd_verifies_every_unit(tmp_path: Path):
     analyze = tool("systemd-analyze", "systemd", "WEBHOOKS_REQUIRE_SYSTEMD")
-    for shipped in SYSTEMD.glob("*.service"):
+    for shipped in SYSTEMD.glob("*.*"):
         (tmp_path / shipped.name).write_text(shipped.read_text().replace(INSTALLED, str(ROOT)))
-    verified = run([analyze, "verify", *sorted(str(path) for path in tmp_path.glob("*.service"))])
+    verified = run([analyze, "verify", *sorted(str(path) for path in tmp_path.iterdir())])
     # A setting systemd cannot parse is only a warning, so any output is a failure.
     assert (verified.returncode, verified.stdout + verified.stderr) == (0, "")
 
@@ -51,7 +55,8 @@ def test_each_procfile_line_has_a_unit_running_its_command():
         assert interpreter == f"{INSTALLED}/.venv/bin/python", UNITS[process]
         assert ["python", *args] == shlex.split(command), UNITS[process]
         assert unit(UNITS[process])["WorkingDirectory"] == [INSTALLED]
-    assert {path.stem for path in SYSTEMD.glob("*.service")} == set(UNITS.values())
+    assert {path.stem for path in SYSTEMD.glob("*.service")} == {*UNITS.values(), *TIMED}
+    assert {path.stem for path in SYSTEMD.glob("*.timer")} == set(TIMED)
 
 
 def test_serve_starts_as_root_to_drop_privileges_itself_and_the_others_run_as_the_service_user():
@@ -60,13 +65,13 @@ def test_serve_starts_as_root_to_drop_privileges_itself_and_the_others_run_as_th
     assert "User" not in serve
     # TERM to serve alone, which stops nginx gracefully before gunicorn.
     assert serve["KillMode"] == ["mixed"]
-    for name in ("webhooks-worker", "webhooks-migrate"):
+    for name in ("webhooks-worker", "webhooks-migrate", *TIMED):
         assert unit(name)["User"] == [Settings().service_user], name
         assert unit(name)["CapabilityBoundingSet"] == [""], name
 
 
 def test_every_unit_reads_the_environment_file_and_gains_no_privilege():
-    for name in UNITS.values():
+    for name in (*UNITS.values(), *TIMED):
         settings = unit(name)
         assert settings["EnvironmentFile"] == ["/etc/webhooks/webhooks.env"], name
         assert settings["NoNewPrivileges"] == ["yes"], name
@@ -74,6 +79,22 @@ def test_every_unit_reads_the_environment_file_and_gains_no_privilege():
         assert "webhooks-migrate.service" in settings["After"] or name == "webhooks-migrate"
     for name in ("webhooks-serve", "webhooks-worker"):
         assert unit(name)["Restart"] == ["on-failure"], name
+
+
+def test_retention_runs_daily_as_a_prune_the_project_parses_and_a_missed_day_runs_at_boot():
+    timer, service = unit("webhooks-prune", "timer"), unit("webhooks-prune")
+    assert timer["OnCalendar"] == ["daily"]
+    # A host that was down runs the missed day's prune when it is back, not a month later.
+    assert timer["Persistent"] == ["true"]
+    assert service["Type"] == ["oneshot"]
+    (start,) = service["ExecStart"]
+    interpreter, *args = shlex.split(start)
+    assert interpreter == f"{INSTALLED}/.venv/bin/python"
+    assert args[:3] == ["-m", "webhooks", "prune"]
+    # Parsed as the command would parse it: a flag renamed in prune fails here, not at 3 a.m.
+    parsed = build_parser("prune").parse_args(args[2:])
+    assert parsed.older_than >= PROVIDER_RETRY_HORIZON
+    assert not parsed.force
 
 
 def test_ci_installs_systemd_and_fails_without_it():
