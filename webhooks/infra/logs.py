@@ -152,8 +152,10 @@ def configure(level: str = "INFO") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
         # One write per line, newline included: print() writes the newline
         # separately, and with PYTHONUNBUFFERED=1 (common on platforms) another
-        # worker's line sharing this stdout could land between the two.
-        logger_factory=structlog.WriteLoggerFactory(sys.stdout),
+        # worker's line sharing this stdout could land between the two. No file
+        # named: each logger writes to sys.stdout as it is when the logger is
+        # made, not as it was when this ran (a test's capture, closed since).
+        logger_factory=structlog.WriteLoggerFactory(),
         cache_logger_on_first_use=True,
     )
 
