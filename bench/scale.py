@@ -114,6 +114,16 @@ FROM pg_partition_tree(%(table)s::regclass)
 """
 
 
+def _do(work):
+    """`work()`'s result, or None after sleeping `work` seconds where it is a number: a window's work."""
+    return time.sleep(work) if isinstance(work, int | float) else work()
+
+
+def _oldest_month_end(conn: psycopg.Connection) -> datetime:
+    """The end of the oldest month whose partitions are left: the cut-off of the next retention run."""
+    return partitions.months(conn)[0].end
+
+
 @dataclass
 class Window:
     """Events (claims, or deliveries completed) during one window of time."""
@@ -178,7 +188,7 @@ class Claims:
         backends = cpu.backends(self.url, self.name)
         cpu_before = cpu.own_seconds() + cpu.seconds(backends)
         opened = time.perf_counter()
-        result = time.sleep(work) if isinstance(work, int | float) else work()
+        result = _do(work)
         closed = time.perf_counter()
         used = cpu.own_seconds() + cpu.seconds(backends) - cpu_before
         stop.set()
@@ -257,7 +267,7 @@ class Deliveries:
             sending = wrk.Running(self.base, self.requests, self.connections)
             try:
                 opened = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-                result = time.sleep(work) if isinstance(work, int | float) else work()
+                result = _do(work)
                 closed = conn.execute("SELECT clock_timestamp()").fetchone()[0]
             finally:
                 run = sending.stop()
@@ -381,7 +391,7 @@ def retention(url: str, pause: float, batch: int) -> Removed:
     """The oldest month removed as prune does, paced as `prune --pause`."""
     name = f"bench-scale-retention-{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True, application_name=name) as conn:
-        cutoff = partitions.months(conn)[0].end
+        cutoff = _oldest_month_end(conn)
         dropping = partitions.expired(conn, cutoff)
         dropped = sum(conn.execute(_PARTITION_BYTES, [month.name]).fetchone()[0] for month in dropping)
         per_row = _row_bytes(conn, _REUSED)
@@ -426,7 +436,7 @@ def _days_before(url: str, batch: int) -> None:
     """The oldest month's ledger rows deleted but its last day's, then vacuumed, outside any window:
     the ledger as a daily prune leaves it the day before that month's partitions go."""
     with psycopg.connect(url, autocommit=True) as conn:
-        prune.delete_older_than(conn, partitions.months(conn)[0].end - timedelta(days=1), batch)
+        prune.delete_older_than(conn, _oldest_month_end(conn) - timedelta(days=1), batch)
     vacuum(url)
 
 
